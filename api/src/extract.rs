@@ -1,0 +1,105 @@
+//! Request extraction: JSON bodies with our error codes, and the caller's tenant.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use axum::http::HeaderMap;
+use serde::de::DeserializeOwned;
+use shared::domain::Tenant;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+pub const TEAM_HEADER: &str = "x-sediment-team";
+pub const AGENT_HEADER: &str = "x-sediment-agent";
+pub const USER_HEADER: &str = "x-sediment-user";
+
+/// A JSON body. Syntax errors are 400 `malformed_json`; a body of the wrong shape is 422
+/// `invalid_request`; a body over the limit is 413.
+pub struct AppJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for AppJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType("expected content-type application/json".into()));
+        }
+        let limit = state.limits.max_body_bytes;
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge(limit)
+            } else {
+                ApiError::MalformedJson(format!("failed to read request body: {}", rejection.body_text()))
+            }
+        })?;
+        serde_json::from_slice(&bytes).map(AppJson).map_err(|e| {
+            use serde_json::error::Category;
+            match e.classify() {
+                Category::Syntax | Category::Eof | Category::Io => ApiError::MalformedJson(format!("malformed JSON: {e}")),
+                Category::Data => ApiError::Invalid(format!("invalid request body: {e}")),
+            }
+        })
+    }
+}
+
+/// Tenant ids from the headers. Body fields, where an endpoint accepts them, fill in what the
+/// headers lack (see [`tenant_from`]).
+pub struct TenantHeaders(pub HeaderIds);
+
+#[derive(Debug, Default, Clone)]
+pub struct HeaderIds {
+    team: Option<String>,
+    agent: Option<String>,
+    user: Option<String>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for TenantHeaders {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let headers = &parts.headers;
+        Ok(Self(HeaderIds {
+            team: header(headers, TEAM_HEADER)?,
+            agent: header(headers, AGENT_HEADER)?,
+            user: header(headers, USER_HEADER)?,
+        }))
+    }
+}
+
+fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
+    headers
+        .get(name)
+        .map(|v| {
+            v.to_str()
+                .map(str::to_owned)
+                .map_err(|_| ApiError::Invalid(format!("header {name} must be visible ASCII")))
+        })
+        .transpose()
+}
+
+/// Resolves the tenant: headers first, then the body's `team_id`/`agent_id`/`user_id`.
+pub fn tenant_from(
+    headers: &HeaderIds,
+    team: Option<&str>,
+    agent: Option<&str>,
+    user: Option<&str>,
+) -> Result<Tenant, ApiError> {
+    Ok(Tenant::new(
+        headers.team.as_deref().or(team),
+        headers.agent.as_deref().or(agent),
+        headers.user.as_deref().or(user),
+    )?)
+}
+
+impl HeaderIds {
+    pub fn tenant(&self) -> Result<Tenant, ApiError> {
+        tenant_from(self, None, None, None)
+    }
+}

@@ -1,0 +1,40 @@
+//! Probes and metrics: `/healthz` (the process serves), `/readyz` (every backend answers),
+//! `/metrics` (Prometheus text).
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::json;
+use shared::runtime::error_chain;
+
+use crate::state::AppState;
+
+pub async fn healthz() -> impl IntoResponse {
+    Json(json!({ "status": "ok" }))
+}
+
+pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let b = &state.backends;
+    let (store, bus, index) = tokio::join!(b.store.ping(), b.bus.ping(), b.index.ping());
+    let mut ready = true;
+    let mut check = |name: &str, result: Result<(), String>| match result {
+        Ok(()) => "ok".to_owned(),
+        Err(e) => {
+            ready = false;
+            tracing::warn!(backend = name, error = %e, "readiness check failed");
+            "unavailable".to_owned()
+        }
+    };
+    let body = json!({
+        "store": check("store", store.map_err(|e| error_chain(&e))),
+        "bus": check("bus", bus.map_err(|e| error_chain(&e))),
+        "index": check("index", index.map_err(|e| error_chain(&e))),
+    });
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(body))
+}
+
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
+}

@@ -1,0 +1,68 @@
+//! Conversation search over the caller's L0 turns.
+
+use axum::extract::State;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use shared::domain::SessionId;
+use shared::metrics;
+use shared::search::ConversationQuery;
+
+use crate::error::ApiError;
+use crate::extract::{tenant_from, AppJson, TenantHeaders};
+use crate::routes::sessions::TurnView;
+use crate::state::AppState;
+
+/// Longest query accepted, in characters.
+const MAX_QUERY_CHARS: usize = 4_096;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    query: String,
+    limit: Option<usize>,
+    session_id: Option<String>,
+    team_id: Option<String>,
+    agent_id: Option<String>,
+    user_id: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct SearchItem {
+    #[serde(flatten)]
+    turn: TurnView,
+    score: f32,
+}
+
+#[derive(Serialize)]
+pub struct SearchResponse {
+    items: Vec<SearchItem>,
+}
+
+pub async fn search(
+    State(state): State<AppState>,
+    TenantHeaders(headers): TenantHeaders,
+    AppJson(body): AppJson<SearchRequest>,
+) -> Result<Json<SearchResponse>, ApiError> {
+    let tenant = tenant_from(&headers, body.team_id.as_deref(), body.agent_id.as_deref(), body.user_id.as_deref())?;
+    if body.query.trim().is_empty() {
+        return Err(ApiError::Invalid("query must not be empty".into()));
+    }
+    if body.query.chars().count() > MAX_QUERY_CHARS {
+        return Err(ApiError::Invalid(format!("query is longer than {MAX_QUERY_CHARS} characters")));
+    }
+    let max = state.limits.max_search_limit;
+    let limit = body.limit.unwrap_or(10);
+    if limit == 0 || limit > max {
+        return Err(ApiError::Invalid(format!("limit must be between 1 and {max}")));
+    }
+    let session = body.session_id.as_deref().map(SessionId::parse).transpose()?;
+    let query = ConversationQuery { text: body.query, limit, session };
+    let result = state.search.search(&tenant, &query).await;
+    let label = if result.is_ok() { "ok" } else { "error" };
+    ::metrics::counter!(metrics::SEARCHES, "result" => label).increment(1);
+    let items = result?
+        .into_iter()
+        .map(|hit| SearchItem { turn: TurnView::from(hit.turn), score: hit.score })
+        .collect();
+    Ok(Json(SearchResponse { items }))
+}

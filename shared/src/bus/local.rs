@@ -1,0 +1,302 @@
+//! In-process event bus for the embedded deployment.
+//!
+//! One unbounded queue per [`WorkerKind`] is created with the bus, so an event published before
+//! any worker subscribes waits for it, and publishing never blocks ingest. Nothing survives the
+//! process: that is fine because events are hints and every worker sweeps its backlog from the
+//! store at start. Retries wait out their backoff in a spawned task (lost if the runtime shuts
+//! down first, like every other in-memory message); parked messages are kept in memory.
+//!
+//! Several subscriptions to one kind share its queue and compete for messages, as consumers of
+//! one RabbitMQ queue do. Routing uses the same topic rules as the AMQP topic exchange.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+use super::{
+    retry_backoff, BusError, BusResult, Delivery, DeliveryToken, Event, EventBus, Outcome, Subscription, WorkerKind,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY,
+};
+
+const PARKED_REJECTED: &str = "rejected";
+const PARKED_EXHAUSTED: &str = "max attempts reached";
+
+/// The embedded [`EventBus`]: in-process queues with the same retry and parking rules as
+/// RabbitMQ. Cheap to clone; clones share the queues.
+#[derive(Clone)]
+pub struct LocalBus {
+    queues: Arc<HashMap<WorkerKind, Arc<KindQueue>>>,
+    max_attempts: u32,
+    retry_delay: Duration,
+}
+
+impl LocalBus {
+    /// Creates the queue of every worker kind. A message is delivered at most `max_attempts`
+    /// times (0 is taken as 1) before it is parked; the backoff after the n-th failed attempt
+    /// is `retry_delay * 2^(n-1)`, capped.
+    pub fn new(max_attempts: u32, retry_delay: Duration) -> LocalBus {
+        let queues = WorkerKind::ALL
+            .iter()
+            .map(|&kind| (kind, Arc::new(KindQueue::new(kind))));
+        LocalBus {
+            queues: Arc::new(queues.collect()),
+            max_attempts: max_attempts.max(1),
+            retry_delay,
+        }
+    }
+
+    /// Number of messages of `kind` that were parked (rejected or out of attempts) since the
+    /// bus was created.
+    pub async fn parked_count(&self, kind: WorkerKind) -> BusResult<u64> {
+        let parked = self.queue(kind)?.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(parked.len() as u64)
+    }
+
+    fn queue(&self, kind: WorkerKind) -> BusResult<&Arc<KindQueue>> {
+        self.queues
+            .get(&kind)
+            .ok_or_else(|| BusError::Backend(format!("no local queue for worker kind {}", kind.as_str()).into()))
+    }
+}
+
+impl Default for LocalBus {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY)
+    }
+}
+
+impl fmt::Debug for LocalBus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalBus")
+            .field("max_attempts", &self.max_attempts)
+            .field("retry_delay", &self.retry_delay)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl EventBus for LocalBus {
+    /// Enqueues a copy for every kind bound to the event's routing key; never blocks. An event
+    /// no kind listens to is dropped, as the topic exchange would drop it.
+    async fn publish(&self, event: &Event) -> BusResult<()> {
+        let routing_key = event.routing_key();
+        let message_id = uuid::Uuid::new_v4().to_string();
+        for queue in self.queues.values() {
+            if queue
+                .kind
+                .routing_keys()
+                .iter()
+                .any(|pattern| topic_matches(pattern, routing_key))
+            {
+                queue.enqueue(Message {
+                    event: event.clone(),
+                    message_id: message_id.clone(),
+                    attempt: 1,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn subscribe(&self, kind: WorkerKind, prefetch: u16) -> BusResult<Box<dyn Subscription>> {
+        Ok(Box::new(LocalSubscription {
+            queue: Arc::clone(self.queue(kind)?),
+            window: Arc::new(Semaphore::new(usize::from(prefetch.max(1)))),
+            cancelled: false,
+            max_attempts: self.max_attempts,
+            retry_delay: self.retry_delay,
+        }))
+    }
+
+    async fn depth(&self, kind: WorkerKind) -> BusResult<Option<u64>> {
+        Ok(Some(self.queue(kind)?.ready.load(Ordering::SeqCst)))
+    }
+
+    async fn ping(&self) -> BusResult<()> {
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Message {
+    event: Event,
+    message_id: String,
+    attempt: u32,
+}
+
+/// The queue of one worker kind. The receiver sits behind an async mutex so that several
+/// subscriptions can compete for it; `ready` counts messages sent and not yet received.
+struct KindQueue {
+    kind: WorkerKind,
+    tx: mpsc::UnboundedSender<Message>,
+    rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>,
+    ready: AtomicU64,
+    parked: Mutex<Vec<Message>>,
+}
+
+impl KindQueue {
+    fn new(kind: WorkerKind) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Self {
+            kind,
+            tx,
+            rx: tokio::sync::Mutex::new(rx),
+            ready: AtomicU64::new(0),
+            parked: Mutex::default(),
+        }
+    }
+
+    fn enqueue(&self, message: Message) {
+        // Count first, so the receiving side never decrements below zero.
+        self.ready.fetch_add(1, Ordering::SeqCst);
+        // Cannot fail: the receiver lives in `self`.
+        if self.tx.send(message).is_err() {
+            self.ready.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn park(&self, message: Message, reason: &'static str) {
+        tracing::warn!(
+            queue = self.kind.as_str(),
+            message_id = %message.message_id,
+            attempt = message.attempt,
+            reason,
+            "parked message"
+        );
+        self.parked.lock().unwrap_or_else(PoisonError::into_inner).push(message);
+    }
+}
+
+/// What a local [`Delivery`] carries: the message itself and its slot in the prefetch window.
+/// A delivery dropped without being settled puts its message back on the queue, as RabbitMQ
+/// requeues the unacked messages of a closed channel.
+pub(crate) struct LocalToken {
+    queue: Arc<KindQueue>,
+    message: Option<Message>,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl fmt::Debug for LocalToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalToken")
+            .field("queue", &self.queue.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for LocalToken {
+    fn drop(&mut self) {
+        if let Some(message) = self.message.take() {
+            self.queue.enqueue(message);
+        }
+    }
+}
+
+struct LocalSubscription {
+    queue: Arc<KindQueue>,
+    /// One permit per unsettled delivery; a delivery holds its permit until settled.
+    window: Arc<Semaphore>,
+    cancelled: bool,
+    max_attempts: u32,
+    retry_delay: Duration,
+}
+
+#[async_trait]
+impl Subscription for LocalSubscription {
+    async fn next(&mut self) -> Option<Delivery> {
+        if self.cancelled {
+            return None;
+        }
+        // Cancel-safe: each await below gives up nothing when dropped, and nothing is taken
+        // off the queue until `recv` returns.
+        let slot = Arc::clone(&self.window).acquire_owned().await.ok()?;
+        let message = self.queue.rx.lock().await.recv().await?;
+        self.queue.ready.fetch_sub(1, Ordering::SeqCst);
+        Some(Delivery {
+            event: Ok(message.event.clone()),
+            message_id: message.message_id.clone(),
+            attempt: message.attempt,
+            token: DeliveryToken::Local(LocalToken {
+                queue: Arc::clone(&self.queue),
+                message: Some(message),
+                _slot: slot,
+            }),
+        })
+    }
+
+    async fn settle(&mut self, delivery: Delivery, outcome: Outcome) -> BusResult<()> {
+        let DeliveryToken::Local(mut token) = delivery.token else {
+            return Err(BusError::Backend("settled a delivery from another backend".into()));
+        };
+        let Some(message) = token.message.take() else {
+            return Err(BusError::Backend("delivery was already settled".into()));
+        };
+        let queue = Arc::clone(&token.queue);
+        match outcome {
+            Outcome::Ack => {}
+            Outcome::Reject => queue.park(message, PARKED_REJECTED),
+            Outcome::Retry if message.attempt >= self.max_attempts => {
+                queue.park(message, PARKED_EXHAUSTED);
+            }
+            Outcome::Retry => {
+                let delay = retry_backoff(self.retry_delay, message.attempt);
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    queue.enqueue(Message {
+                        attempt: message.attempt + 1,
+                        ..message
+                    });
+                });
+            }
+        }
+        // Dropping the token frees the delivery's prefetch slot.
+        drop(token);
+        Ok(())
+    }
+
+    async fn cancel(&mut self) -> BusResult<()> {
+        self.cancelled = true;
+        Ok(())
+    }
+}
+
+/// Whether an AMQP topic binding `pattern` matches `routing_key`: words are separated by `.`,
+/// `*` matches exactly one word and `#` zero or more.
+fn topic_matches(pattern: &str, routing_key: &str) -> bool {
+    fn matches(pattern: &[&str], key: &[&str]) -> bool {
+        match (pattern.split_first(), key.split_first()) {
+            (None, None) => true,
+            (Some((&"#", rest)), _) => matches(rest, key) || (!key.is_empty() && matches(pattern, &key[1..])),
+            (Some((&word, rest)), Some((&first, key_rest))) => {
+                (word == "*" || word == first) && matches(rest, key_rest)
+            }
+            (Some(_), None) | (None, Some(_)) => false,
+        }
+    }
+    let pattern: Vec<&str> = pattern.split('.').collect();
+    let key: Vec<&str> = routing_key.split('.').collect();
+    matches(&pattern, &key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::topic_matches;
+
+    #[test]
+    fn topic_patterns_match_like_rabbitmq() {
+        assert!(topic_matches("turn.appended", "turn.appended"));
+        assert!(!topic_matches("turn.appended", "turn.deleted"));
+        assert!(topic_matches("turn.*", "turn.appended"));
+        assert!(!topic_matches("turn.*", "turn.appended.v2"));
+        assert!(topic_matches("turn.#", "turn"));
+        assert!(topic_matches("turn.#", "turn.appended.v2"));
+        assert!(topic_matches("#", "anything.at.all"));
+        assert!(topic_matches("#.appended", "turn.appended"));
+        assert!(!topic_matches("*.appended", "appended"));
+    }
+}

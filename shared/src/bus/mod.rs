@@ -1,0 +1,205 @@
+//! The event bus port. Events are wake-up hints, never the record: a consumer reads what to do
+//! from the store past its cursor, so a lost, duplicated or reordered event changes only when
+//! work happens, never what is done.
+//!
+//! Backends: `amqp` (RabbitMQ, cluster) and `local` (in-process channels, embedded). Both pass
+//! the contract suite in `testsuite` (feature `testing`).
+//!
+//! Failure handling is the same on both: a consumer settles each delivery with an [`Outcome`];
+//! `Retry` comes back after an exponential backoff with `attempt + 1`, and a message that used
+//! its last attempt or was rejected is parked (kept aside, never redelivered, counted by the
+//! backends' `parked_count`) for a human to inspect.
+
+mod amqp;
+mod local;
+#[cfg(feature = "testing")]
+pub mod testsuite;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::domain::Tenant;
+
+pub use amqp::{AmqpBus, AmqpSettings};
+pub use local::LocalBus;
+
+pub type BusResult<T> = Result<T, BusError>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    /// The broker could not be reached, or refused (nacked) a publish; may succeed later.
+    #[error("event bus unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A message could not be encoded or the topology is inconsistent; a retry will not help.
+    #[error("event bus failed")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl BusError {
+    /// Whether the same call may succeed later; drives retry and readiness decisions.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Unavailable(_) => true,
+            Self::Backend(_) => false,
+        }
+    }
+}
+
+/// Default number of deliveries of one message before it is parked.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+/// Default backoff after the first failed attempt; it doubles with each further attempt.
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(1);
+/// Longest backoff between two attempts, whatever the base delay and attempt.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
+
+/// Backoff before redelivering a message whose `attempt`-th delivery asked for a retry:
+/// `base * 2^(attempt - 1)`, capped at [`MAX_RETRY_DELAY`] (or at `base`, if that is longer).
+pub(crate) fn retry_backoff(base: Duration, attempt: u32) -> Duration {
+    let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+    base.saturating_mul(factor).min(MAX_RETRY_DELAY.max(base))
+}
+
+/// Routing key of [`Event::TurnAppended`].
+pub const TURN_APPENDED: &str = "turn.appended";
+
+/// A worker kind; each has one durable queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WorkerKind {
+    /// Indexes L0 turns for conversation search.
+    Index,
+}
+
+impl WorkerKind {
+    /// Every kind; a backend creates one queue for each.
+    pub const ALL: &'static [WorkerKind] = &[Self::Index];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Index => "index",
+        }
+    }
+
+    /// Routing keys the worker's queue is bound to.
+    pub fn routing_keys(self) -> &'static [&'static str] {
+        match self {
+            Self::Index => &[TURN_APPENDED],
+        }
+    }
+}
+
+/// A message on the bus. The tag names the type and its schema version, so a consumer can
+/// refuse what it does not understand instead of misreading it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    /// Turns up to `last_seq` were committed to a session.
+    #[serde(rename = "turn.appended.v1")]
+    TurnAppended {
+        tenant: Tenant,
+        session_id: String,
+        last_seq: i64,
+    },
+}
+
+impl Event {
+    pub fn routing_key(&self) -> &'static str {
+        match self {
+            Self::TurnAppended { .. } => TURN_APPENDED,
+        }
+    }
+}
+
+/// How a consumer finished with a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done; remove the message.
+    Ack,
+    /// Failed but may succeed later; redeliver after a backoff, up to the attempt cap, then
+    /// park it.
+    Retry,
+    /// Will never succeed (bad message); park it at once.
+    Reject,
+}
+
+/// One received message. `attempt` starts at 1.
+#[derive(Debug)]
+pub struct Delivery {
+    /// The decoded event, or the reason it could not be decoded.
+    pub event: Result<Event, String>,
+    pub message_id: String,
+    pub attempt: u32,
+    pub(crate) token: DeliveryToken,
+}
+
+#[derive(Debug)]
+pub(crate) enum DeliveryToken {
+    Amqp(amqp::AmqpToken),
+    Local(local::LocalToken),
+}
+
+/// A stream of deliveries for one worker kind.
+///
+/// Delivery is at least once: a message can arrive again after a crash, a lost connection or
+/// a dropped [`Delivery`], so handlers must be idempotent (they are: events are hints).
+/// Ordering is not guaranteed; a retried message comes back behind newer ones.
+#[async_trait]
+pub trait Subscription: Send {
+    /// Waits for the next delivery; `None` once the subscription is closed for good (after
+    /// [`cancel`](Self::cancel), or when the broker connection is lost: subscribe again).
+    ///
+    /// Waits while `prefetch` deliveries are unsettled. Cancel-safe: dropping the future (e.g.
+    /// in `tokio::select!`, to settle a finished delivery) loses no message.
+    async fn next(&mut self) -> Option<Delivery>;
+    /// Settles a delivery. Must be called once per delivery, after its side effects are
+    /// durable. `Retry` and `Reject` return only once the copy on the retry or parked path is
+    /// durable, and only then remove the original, so a crash in between can duplicate a
+    /// message but never lose it. A delivery dropped without being settled is redelivered
+    /// later with the same attempt number.
+    async fn settle(&mut self, delivery: Delivery, outcome: Outcome) -> BusResult<()>;
+    /// Stops taking new deliveries; ones in hand may still be settled. Idempotent.
+    async fn cancel(&mut self) -> BusResult<()>;
+}
+
+#[async_trait]
+pub trait EventBus: Send + Sync + 'static {
+    /// Publishes an event and returns once the broker has confirmed it (publisher confirms
+    /// on RabbitMQ). A broker nack is `Unavailable`. Every copy routed to a worker queue is
+    /// durable when this returns; an event published before anyone subscribes is kept.
+    async fn publish(&self, event: &Event) -> BusResult<()>;
+
+    /// Starts consuming the queue of `kind` with at most `prefetch` unsettled deliveries
+    /// (`prefetch` 0 is taken as 1). Several subscriptions to one kind compete for its
+    /// messages: each message goes to one of them.
+    async fn subscribe(&self, kind: WorkerKind, prefetch: u16) -> BusResult<Box<dyn Subscription>>;
+
+    /// Number of messages waiting in the queue of `kind` (ready, not in flight), if known.
+    /// Messages waiting out a retry backoff and parked messages are not counted.
+    async fn depth(&self, kind: WorkerKind) -> BusResult<Option<u64>>;
+
+    /// Checks that the broker answers.
+    async fn ping(&self) -> BusResult<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_base_and_is_capped() {
+        let base = Duration::from_millis(100);
+        assert_eq!(retry_backoff(base, 1), base);
+        assert_eq!(retry_backoff(base, 2), base * 2);
+        assert_eq!(retry_backoff(base, 4), base * 8);
+        assert_eq!(retry_backoff(base, 60), MAX_RETRY_DELAY);
+        assert_eq!(retry_backoff(Duration::from_secs(600), 3), Duration::from_secs(600));
+    }
+
+    #[test]
+    fn every_kind_has_a_distinct_name_and_a_route() {
+        let names: std::collections::HashSet<_> = WorkerKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), WorkerKind::ALL.len());
+        assert!(WorkerKind::ALL.iter().all(|k| !k.routing_keys().is_empty()));
+    }
+}

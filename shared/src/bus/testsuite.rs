@@ -1,0 +1,339 @@
+//! The contract suite of the [`EventBus`] port, run against every backend by the integration
+//! tests (feature `testing`). Each function checks one point of the contract documented on
+//! [`EventBus`] and [`Subscription`], and panics with a message naming what broke.
+//!
+//! Every function expects a bus of its own whose queues are empty (a fresh `LocalBus`, or an
+//! `AmqpBus` on a prefix unique to the test), built with the [`Knobs`] it is given. Waits are
+//! bounded: "arrives" means within [`ARRIVAL_TIMEOUT`], "nothing arrives" means not within
+//! [`QUIET_PERIOD`] (or a few backoffs, for retries).
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use super::{AmqpBus, BusResult, Delivery, Event, EventBus, LocalBus, Outcome, Subscription, WorkerKind};
+use crate::domain::Tenant;
+
+/// Longest wait for a delivery that should come.
+pub const ARRIVAL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the suite watches for a delivery that should not come.
+pub const QUIET_PERIOD: Duration = Duration::from_millis(500);
+
+/// The retry settings the bus under test was built with.
+#[derive(Debug, Clone, Copy)]
+pub struct Knobs {
+    pub max_attempts: u32,
+    pub retry_delay: Duration,
+}
+
+impl Default for Knobs {
+    /// Short enough to keep the suite fast, long enough to tell a backoff from none.
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            retry_delay: Duration::from_millis(150),
+        }
+    }
+}
+
+/// Counts parked messages; each backend has its own way, outside the port.
+#[async_trait]
+pub trait ParkedProbe: Send + Sync {
+    async fn parked_count(&self, kind: WorkerKind) -> BusResult<u64>;
+}
+
+#[async_trait]
+impl ParkedProbe for AmqpBus {
+    async fn parked_count(&self, kind: WorkerKind) -> BusResult<u64> {
+        AmqpBus::parked_count(self, kind).await
+    }
+}
+
+#[async_trait]
+impl ParkedProbe for LocalBus {
+    async fn parked_count(&self, kind: WorkerKind) -> BusResult<u64> {
+        LocalBus::parked_count(self, kind).await
+    }
+}
+
+/// A `turn.appended` event distinct from every other one made by this process.
+pub fn sample_event(last_seq: i64) -> Event {
+    Event::TurnAppended {
+        tenant: Tenant {
+            team: "team-a".into(),
+            agent: "agent-a".into(),
+            user: "user-a".into(),
+        },
+        session_id: format!("session-{}", uuid::Uuid::new_v4().simple()),
+        last_seq,
+    }
+}
+
+/// A published event reaches a subscriber unchanged, with attempt 1 and a message id.
+pub async fn delivers_published_event(bus: &dyn EventBus) {
+    let mut sub = subscribe(bus, 10).await;
+    let event = sample_event(1);
+    bus.publish(&event).await.expect("publish");
+    let delivery = expect_delivery(sub.as_mut(), "the published event").await;
+    assert_eq!(
+        delivery.event.as_ref().ok(),
+        Some(&event),
+        "delivered event differs from the published one"
+    );
+    assert_eq!(delivery.attempt, 1, "first delivery must be attempt 1");
+    assert!(!delivery.message_id.is_empty(), "delivery has no message id");
+    sub.settle(delivery, Outcome::Ack).await.expect("ack");
+}
+
+/// Every published event gets its own message id.
+pub async fn message_ids_are_unique(bus: &dyn EventBus) {
+    let mut sub = subscribe(bus, 10).await;
+    for seq in 0..3 {
+        bus.publish(&sample_event(seq)).await.expect("publish");
+    }
+    let mut ids = HashSet::new();
+    for _ in 0..3 {
+        let delivery = expect_delivery(sub.as_mut(), "one of three events").await;
+        ids.insert(delivery.message_id.clone());
+        sub.settle(delivery, Outcome::Ack).await.expect("ack");
+    }
+    assert_eq!(ids.len(), 3, "message ids repeat: {ids:?}");
+}
+
+/// `turn.appended` is routed to the index queue: it waits there (depth 1) and is delivered to
+/// an index subscription.
+pub async fn routes_turn_appended_to_index(bus: &dyn EventBus) {
+    let event = sample_event(7);
+    assert_eq!(event.routing_key(), super::TURN_APPENDED);
+    bus.publish(&event).await.expect("publish");
+    eventually("index queue depth to reach 1", || async {
+        bus.depth(WorkerKind::Index).await.expect("depth") == Some(1)
+    })
+    .await;
+    let mut sub = subscribe(bus, 10).await;
+    let delivery = expect_delivery(sub.as_mut(), "the routed event").await;
+    assert_eq!(delivery.event.as_ref().ok(), Some(&event));
+    sub.settle(delivery, Outcome::Ack).await.expect("ack");
+}
+
+/// An event published while nobody subscribes is kept and delivered to a later subscriber.
+pub async fn keeps_events_published_before_subscribe(bus: &dyn EventBus) {
+    let event = sample_event(2);
+    bus.publish(&event).await.expect("publish");
+    tokio::time::sleep(QUIET_PERIOD).await;
+    let mut sub = subscribe(bus, 10).await;
+    let delivery = expect_delivery(sub.as_mut(), "the event published before subscribing").await;
+    assert_eq!(delivery.event.as_ref().ok(), Some(&event));
+    assert_eq!(delivery.attempt, 1);
+    sub.settle(delivery, Outcome::Ack).await.expect("ack");
+}
+
+/// An acked message is gone: not redelivered, even to a new subscription, and not counted.
+pub async fn ack_removes_message(bus: &dyn EventBus) {
+    bus.publish(&sample_event(3)).await.expect("publish");
+    let mut sub = subscribe(bus, 10).await;
+    let delivery = expect_delivery(sub.as_mut(), "the event").await;
+    sub.settle(delivery, Outcome::Ack).await.expect("ack");
+    expect_nothing(sub.as_mut(), QUIET_PERIOD, "an acked message came back").await;
+    // A closed subscription gives back what it did not settle; an acked message stays gone.
+    drop(sub);
+    let mut sub = subscribe(bus, 10).await;
+    expect_nothing(
+        sub.as_mut(),
+        QUIET_PERIOD,
+        "an acked message came back to a new subscription",
+    )
+    .await;
+    assert_eq!(
+        bus.depth(WorkerKind::Index).await.expect("depth"),
+        Some(0),
+        "depth after ack"
+    );
+}
+
+/// A delivery that is dropped unsettled, with its subscription, is redelivered with the same
+/// attempt (at-least-once).
+pub async fn unsettled_delivery_is_redelivered(bus: &dyn EventBus) {
+    let event = sample_event(4);
+    bus.publish(&event).await.expect("publish");
+    let mut sub = subscribe(bus, 10).await;
+    let first = expect_delivery(sub.as_mut(), "the event").await;
+    let message_id = first.message_id.clone();
+    drop(first);
+    drop(sub);
+    let mut sub = subscribe(bus, 10).await;
+    let again = expect_delivery(sub.as_mut(), "the unsettled event again").await;
+    assert_eq!(again.message_id, message_id, "a different message came back");
+    assert_eq!(again.event.as_ref().ok(), Some(&event));
+    assert_eq!(again.attempt, 1, "an unsettled delivery is not a failed attempt");
+    sub.settle(again, Outcome::Ack).await.expect("ack");
+}
+
+/// `Retry` redelivers the same message with attempt 2, after the backoff and not before.
+pub async fn retry_redelivers_after_backoff(bus: &dyn EventBus, knobs: Knobs) {
+    assert!(knobs.max_attempts >= 2, "this check needs at least two attempts");
+    let event = sample_event(5);
+    bus.publish(&event).await.expect("publish");
+    let mut sub = subscribe(bus, 10).await;
+    let first = expect_delivery(sub.as_mut(), "the event").await;
+    let message_id = first.message_id.clone();
+    let settled_at = Instant::now();
+    sub.settle(first, Outcome::Retry).await.expect("retry");
+    let again = expect_delivery(sub.as_mut(), "the retried event").await;
+    let waited = settled_at.elapsed();
+    assert_eq!(again.message_id, message_id, "a different message came back");
+    assert_eq!(again.event.as_ref().ok(), Some(&event));
+    assert_eq!(again.attempt, 2, "a retried message must come back as attempt 2");
+    assert!(
+        waited >= knobs.retry_delay.mul_f64(0.8),
+        "retry came back after {waited:?}, before the {:?} backoff",
+        knobs.retry_delay
+    );
+    sub.settle(again, Outcome::Ack).await.expect("ack");
+}
+
+/// After `max_attempts` deliveries, `Retry` parks the message: it is counted as parked and
+/// never delivered again.
+pub async fn parks_after_max_attempts(bus: &dyn EventBus, parked: &dyn ParkedProbe, knobs: Knobs) {
+    bus.publish(&sample_event(6)).await.expect("publish");
+    let mut sub = subscribe(bus, 10).await;
+    let mut message_id = None;
+    for attempt in 1..=knobs.max_attempts {
+        let delivery = expect_delivery(sub.as_mut(), "the event, again").await;
+        assert_eq!(delivery.attempt, attempt, "attempts must count up by one");
+        let id = message_id.get_or_insert_with(|| delivery.message_id.clone());
+        assert_eq!(&delivery.message_id, id, "a different message came back");
+        sub.settle(delivery, Outcome::Retry).await.expect("retry");
+    }
+    let longest_backoff = super::retry_backoff(knobs.retry_delay, knobs.max_attempts);
+    expect_nothing(
+        sub.as_mut(),
+        QUIET_PERIOD + longest_backoff * 2,
+        "a message came back after its last attempt",
+    )
+    .await;
+    eventually("one parked message", || async {
+        parked.parked_count(WorkerKind::Index).await.expect("parked count") == 1
+    })
+    .await;
+    assert_eq!(bus.depth(WorkerKind::Index).await.expect("depth"), Some(0));
+}
+
+/// `Reject` parks the message at once, whatever attempts remain.
+pub async fn reject_parks_at_once(bus: &dyn EventBus, parked: &dyn ParkedProbe, knobs: Knobs) {
+    bus.publish(&sample_event(8)).await.expect("publish");
+    let mut sub = subscribe(bus, 10).await;
+    let delivery = expect_delivery(sub.as_mut(), "the event").await;
+    sub.settle(delivery, Outcome::Reject).await.expect("reject");
+    eventually("one parked message", || async {
+        parked.parked_count(WorkerKind::Index).await.expect("parked count") == 1
+    })
+    .await;
+    expect_nothing(
+        sub.as_mut(),
+        QUIET_PERIOD + knobs.retry_delay * 2,
+        "a rejected message came back",
+    )
+    .await;
+    assert_eq!(bus.depth(WorkerKind::Index).await.expect("depth"), Some(0));
+}
+
+/// A subscription holds at most `prefetch` unsettled deliveries; settling one lets the next in.
+pub async fn prefetch_bounds_unsettled_deliveries(bus: &dyn EventBus) {
+    for seq in 0..5 {
+        bus.publish(&sample_event(seq)).await.expect("publish");
+    }
+    let mut sub = subscribe(bus, 2).await;
+    let first = expect_delivery(sub.as_mut(), "delivery 1 of the prefetch window").await;
+    let second = expect_delivery(sub.as_mut(), "delivery 2 of the prefetch window").await;
+    expect_nothing(sub.as_mut(), QUIET_PERIOD, "a third delivery exceeded prefetch 2").await;
+    let mut seen: HashSet<String> = [first.message_id.clone(), second.message_id.clone()].into();
+    sub.settle(first, Outcome::Ack).await.expect("ack");
+    let third = expect_delivery(sub.as_mut(), "the delivery let in by an ack").await;
+    expect_nothing(
+        sub.as_mut(),
+        QUIET_PERIOD,
+        "a delivery exceeded prefetch 2 after one ack",
+    )
+    .await;
+    seen.insert(third.message_id.clone());
+    sub.settle(second, Outcome::Ack).await.expect("ack");
+    sub.settle(third, Outcome::Ack).await.expect("ack");
+    for _ in 0..2 {
+        let delivery = expect_delivery(sub.as_mut(), "the rest of the queue").await;
+        seen.insert(delivery.message_id.clone());
+        sub.settle(delivery, Outcome::Ack).await.expect("ack");
+    }
+    assert_eq!(seen.len(), 5, "every message must be delivered once");
+}
+
+/// Two subscriptions to one kind share its messages: each message goes to one of them.
+pub async fn subscriptions_compete(bus: &dyn EventBus) {
+    let mut one = subscribe(bus, 1).await;
+    let mut two = subscribe(bus, 1).await;
+    bus.publish(&sample_event(1)).await.expect("publish");
+    bus.publish(&sample_event(2)).await.expect("publish");
+    let a = expect_delivery(one.as_mut(), "a message on the first subscription").await;
+    let b = expect_delivery(two.as_mut(), "a message on the second subscription").await;
+    assert_ne!(a.message_id, b.message_id, "both subscriptions got the same message");
+    expect_nothing(one.as_mut(), QUIET_PERIOD, "a message was delivered twice").await;
+    one.settle(a, Outcome::Ack).await.expect("ack");
+    two.settle(b, Outcome::Ack).await.expect("ack");
+}
+
+/// After `cancel`, `next` ends, and a delivery already in hand can still be settled.
+pub async fn cancel_ends_subscription_but_allows_settling(bus: &dyn EventBus) {
+    bus.publish(&sample_event(9)).await.expect("publish");
+    let mut sub = subscribe(bus, 10).await;
+    let delivery = expect_delivery(sub.as_mut(), "the event").await;
+    sub.cancel().await.expect("cancel");
+    sub.cancel().await.expect("a second cancel");
+    let after = tokio::time::timeout(ARRIVAL_TIMEOUT, sub.next()).await;
+    assert!(matches!(after, Ok(None)), "next() after cancel must return None");
+    sub.settle(delivery, Outcome::Ack).await.expect("ack after cancel");
+    drop(sub);
+    let mut sub = subscribe(bus, 10).await;
+    expect_nothing(sub.as_mut(), QUIET_PERIOD, "a message acked after cancel came back").await;
+}
+
+/// `ping` succeeds and an empty queue has depth 0.
+pub async fn ping_and_empty_depth(bus: &dyn EventBus) {
+    bus.ping().await.expect("ping");
+    assert_eq!(bus.depth(WorkerKind::Index).await.expect("depth"), Some(0));
+}
+
+async fn subscribe(bus: &dyn EventBus, prefetch: u16) -> Box<dyn Subscription> {
+    bus.subscribe(WorkerKind::Index, prefetch).await.expect("subscribe")
+}
+
+/// The next delivery; panics if none comes within [`ARRIVAL_TIMEOUT`].
+pub async fn expect_delivery(sub: &mut dyn Subscription, what: &str) -> Delivery {
+    match tokio::time::timeout(ARRIVAL_TIMEOUT, sub.next()).await {
+        Ok(Some(delivery)) => delivery,
+        Ok(None) => panic!("subscription ended while waiting for {what}"),
+        Err(_) => panic!("no delivery within {ARRIVAL_TIMEOUT:?} while waiting for {what}"),
+    }
+}
+
+/// Panics with `failure` if a delivery comes within `period`.
+pub async fn expect_nothing(sub: &mut dyn Subscription, period: Duration, failure: &str) {
+    if let Ok(Some(delivery)) = tokio::time::timeout(period, sub.next()).await {
+        panic!("{failure}: {delivery:?}");
+    }
+}
+
+/// Polls `check` until it holds; panics naming `what` after [`ARRIVAL_TIMEOUT`]. For counts
+/// the broker updates a little after the call that changes them.
+pub async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + ARRIVAL_TIMEOUT;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,248 @@
+//! Typed settings, read once at start-up from defaults overlaid by environment variables, and
+//! validated before any connection is opened (STYLE R5).
+//!
+//! Which deployment runs follows from the URLs: with none set, sediment is the embedded
+//! deployment (SQLite, in-process queue, Qdrant Edge under `data_dir`); with
+//! `SEDIMENT_DATABASE_URL` and `SEDIMENT_AMQP_URL` it is the cluster deployment.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Prefix of every environment variable sediment reads.
+pub const ENV_PREFIX: &str = "SEDIMENT_";
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{key}: {reason}")]
+    Invalid { key: String, reason: String },
+}
+
+fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: format!("{ENV_PREFIX}{key}"), reason: reason.into() }
+}
+
+/// Where the search index lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexBackend {
+    /// Qdrant Edge, in-process, in this directory.
+    Edge { dir: PathBuf },
+    /// A Qdrant server.
+    Qdrant { url: String, collection: String },
+}
+
+/// Which set of backends the process uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deployment {
+    /// SQLite + in-process queue, all state under `data_dir`; the API runs every worker.
+    Embedded { data_dir: PathBuf },
+    /// Postgres + RabbitMQ; workers run as their own processes.
+    Cluster { database_url: String, amqp_url: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Most turns accepted in one append request.
+    pub max_turns_per_request: usize,
+    /// Most results one search may ask for.
+    pub max_search_limit: usize,
+    /// Most turns one list call may return.
+    pub max_list_limit: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerSettings {
+    /// Unsettled deliveries per consumer (AMQP prefetch).
+    pub prefetch: u16,
+    /// Most turns indexed per batch.
+    pub batch_size: u32,
+    /// How often the backlog sweep runs.
+    pub sweep_interval: Duration,
+    /// Where a worker binary serves /healthz, /readyz and /metrics.
+    pub health_listen: SocketAddr,
+    /// Attempts before a failing message is parked.
+    pub max_attempts: u32,
+    /// Base backoff between attempts.
+    pub retry_delay: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub deployment: Deployment,
+    pub index: IndexBackend,
+    /// Where the API listens.
+    pub listen: SocketAddr,
+    /// Names of the exchange and queues (`{prefix}.events`, `{prefix}.index`, ...).
+    pub amqp_prefix: String,
+    /// Postgres pool size.
+    pub db_pool_size: usize,
+    /// Upserts between two index optimizations.
+    pub index_optimize_every: usize,
+    pub limits: Limits,
+    pub worker: WorkerSettings,
+    /// How long shutdown may spend draining in-flight work.
+    pub shutdown_deadline: Duration,
+    /// Default `tracing` filter when `RUST_LOG` is unset.
+    pub log_filter: String,
+    /// `text` or `json`.
+    pub log_format: String,
+}
+
+impl Settings {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let vars: HashMap<String, String> = std::env::vars()
+            .filter_map(|(k, v)| k.strip_prefix(ENV_PREFIX).map(|k| (k.to_owned(), v)))
+            .collect();
+        Self::from_map(&vars)
+    }
+
+    /// Builds settings from `KEY -> value` pairs (keys without the `SEDIMENT_` prefix).
+    /// Unknown keys are ignored; every known key is validated.
+    pub fn from_map(vars: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let get = |key: &str| vars.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let data_dir = PathBuf::from(get("DATA_DIR").unwrap_or("./data"));
+
+        let deployment = match (get("DATABASE_URL"), get("AMQP_URL")) {
+            (None, None) => Deployment::Embedded { data_dir: data_dir.clone() },
+            (Some(db), Some(amqp)) => {
+                if !(db.starts_with("postgres://") || db.starts_with("postgresql://")) {
+                    return Err(invalid("DATABASE_URL", "must start with postgres://"));
+                }
+                if !(amqp.starts_with("amqp://") || amqp.starts_with("amqps://")) {
+                    return Err(invalid("AMQP_URL", "must start with amqp://"));
+                }
+                Deployment::Cluster { database_url: db.to_owned(), amqp_url: amqp.to_owned() }
+            }
+            (Some(_), None) => {
+                return Err(invalid("AMQP_URL", "must be set with SEDIMENT_DATABASE_URL (cluster deployment)"))
+            }
+            (None, Some(_)) => {
+                return Err(invalid("DATABASE_URL", "must be set with SEDIMENT_AMQP_URL (cluster deployment)"))
+            }
+        };
+
+        let index = match get("QDRANT_URL") {
+            Some(url) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(invalid("QDRANT_URL", "must start with http:// or https://"));
+                }
+                IndexBackend::Qdrant {
+                    url: url.to_owned(),
+                    collection: get("QDRANT_COLLECTION").unwrap_or("sediment").to_owned(),
+                }
+            }
+            None => IndexBackend::Edge {
+                dir: get("INDEX_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("index")),
+            },
+        };
+
+        let amqp_prefix = get("AMQP_PREFIX").unwrap_or("sediment").to_owned();
+        if !amqp_prefix.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')) {
+            return Err(invalid("AMQP_PREFIX", "may hold only ASCII letters, digits, '.', '-' and '_'"));
+        }
+
+        Ok(Self {
+            deployment,
+            index,
+            listen: parse(vars, "LISTEN", "127.0.0.1:8080".parse().expect("valid default"))?,
+            amqp_prefix,
+            db_pool_size: positive(vars, "DB_POOL_SIZE", 16)?,
+            index_optimize_every: positive(vars, "INDEX_OPTIMIZE_EVERY", 5_000)?,
+            limits: Limits {
+                max_body_bytes: positive(vars, "MAX_BODY_BYTES", 1024 * 1024)?,
+                max_turns_per_request: positive(vars, "MAX_TURNS_PER_REQUEST", 1_000)?,
+                max_search_limit: positive(vars, "MAX_SEARCH_LIMIT", 100)?,
+                max_list_limit: positive(vars, "MAX_LIST_LIMIT", 1_000)?,
+            },
+            worker: WorkerSettings {
+                prefetch: positive(vars, "WORKER_PREFETCH", 32)?,
+                batch_size: positive(vars, "WORKER_BATCH_SIZE", 256)?,
+                sweep_interval: millis(vars, "WORKER_SWEEP_INTERVAL_MS", 30_000)?,
+                health_listen: parse(vars, "WORKER_HEALTH_LISTEN", "127.0.0.1:9090".parse().expect("valid default"))?,
+                max_attempts: positive(vars, "WORKER_MAX_ATTEMPTS", 5)?,
+                retry_delay: millis(vars, "WORKER_RETRY_DELAY_MS", 1_000)?,
+            },
+            shutdown_deadline: millis(vars, "SHUTDOWN_DEADLINE_MS", 8_000)?,
+            log_filter: get("LOG").unwrap_or("info").to_owned(),
+            log_format: match get("LOG_FORMAT").unwrap_or("text") {
+                f @ ("text" | "json") => f.to_owned(),
+                _ => return Err(invalid("LOG_FORMAT", "must be text or json")),
+            },
+        })
+    }
+
+    /// The data directory of the embedded deployment, if this is one.
+    pub fn data_dir(&self) -> Option<&std::path::Path> {
+        match &self.deployment {
+            Deployment::Embedded { data_dir } => Some(data_dir),
+            Deployment::Cluster { .. } => None,
+        }
+    }
+}
+
+fn parse<T: std::str::FromStr>(vars: &HashMap<String, String>, key: &str, default: T) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    match vars.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|e| invalid(key, format!("{v:?} is not valid: {e}"))),
+    }
+}
+
+fn positive<T>(vars: &HashMap<String, String>, key: &str, default: T) -> Result<T, ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + Default,
+    T::Err: std::fmt::Display,
+{
+    let value = parse(vars, key, default)?;
+    if value <= T::default() {
+        return Err(invalid(key, "must be greater than zero"));
+    }
+    Ok(value)
+}
+
+fn millis(vars: &HashMap<String, String>, key: &str, default: u64) -> Result<Duration, ConfigError> {
+    positive(vars, key, default).map(Duration::from_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn no_urls_means_embedded_with_defaults() {
+        let s = Settings::from_map(&HashMap::new()).unwrap();
+        assert_eq!(s.deployment, Deployment::Embedded { data_dir: "./data".into() });
+        assert_eq!(s.index, IndexBackend::Edge { dir: "./data/index".into() });
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.limits.max_body_bytes, 1024 * 1024);
+        assert_eq!(s.limits.max_turns_per_request, 1_000);
+    }
+
+    #[test]
+    fn cluster_needs_both_urls() {
+        let err = Settings::from_map(&map(&[("DATABASE_URL", "postgres://x")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_AMQP_URL"), "{err}");
+        let s = Settings::from_map(&map(&[("DATABASE_URL", "postgres://x"), ("AMQP_URL", "amqp://y")])).unwrap();
+        assert!(matches!(s.deployment, Deployment::Cluster { .. }));
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let err = Settings::from_map(&map(&[("MAX_BODY_BYTES", "lots")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_MAX_BODY_BYTES"), "{err}");
+        let err = Settings::from_map(&map(&[("WORKER_PREFETCH", "0")])).unwrap_err();
+        assert!(err.to_string().contains("greater than zero"), "{err}");
+        let err = Settings::from_map(&map(&[("QDRANT_URL", "localhost:6334")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_QDRANT_URL"), "{err}");
+    }
+}

@@ -1,0 +1,100 @@
+use serde::{Deserialize, Serialize};
+
+use super::ValidationError;
+
+/// Longest id we accept for a team, agent, user or session.
+pub const MAX_ID_LEN: usize = 128;
+
+/// The owner of every piece of data: team, agent and user. Every read and write is scoped to
+/// one tenant; no query in any backend runs without all three.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Tenant {
+    pub team: String,
+    pub agent: String,
+    pub user: String,
+}
+
+impl Tenant {
+    /// Validates the three ids; a missing or blank one is `MissingTenant`.
+    pub fn new(
+        team: Option<&str>,
+        agent: Option<&str>,
+        user: Option<&str>,
+    ) -> Result<Self, ValidationError> {
+        Ok(Self {
+            team: tenant_id("team", team)?,
+            agent: tenant_id("agent", agent)?,
+            user: tenant_id("user", user)?,
+        })
+    }
+}
+
+fn tenant_id(field: &'static str, value: Option<&str>) -> Result<String, ValidationError> {
+    let value = value.map(str::trim).filter(|v| !v.is_empty());
+    let Some(value) = value else {
+        return Err(ValidationError::MissingTenant(field));
+    };
+    check_id(field, value)?;
+    Ok(value.to_owned())
+}
+
+fn check_id(field: &'static str, value: &str) -> Result<(), ValidationError> {
+    if value.chars().count() > MAX_ID_LEN {
+        return Err(ValidationError::invalid(field, format!("longer than {MAX_ID_LEN} characters")));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(ValidationError::invalid(field, "contains control characters"));
+    }
+    Ok(())
+}
+
+/// A session id chosen by the client: 1–128 characters, no control characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    pub fn parse(value: &str) -> Result<Self, ValidationError> {
+        if value.is_empty() {
+            return Err(ValidationError::invalid("session_id", "must not be empty"));
+        }
+        check_id("session_id", value)?;
+        Ok(Self(value.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_ids_are_missing() {
+        assert_eq!(
+            Tenant::new(Some("t"), Some("  "), Some("u")),
+            Err(ValidationError::MissingTenant("agent"))
+        );
+        assert_eq!(Tenant::new(None, Some("a"), Some("u")), Err(ValidationError::MissingTenant("team")));
+    }
+
+    #[test]
+    fn ids_are_trimmed_and_bounded() {
+        let t = Tenant::new(Some(" t "), Some("a"), Some("u")).unwrap();
+        assert_eq!(t.team, "t");
+        let long = "x".repeat(MAX_ID_LEN + 1);
+        assert!(Tenant::new(Some(&long), Some("a"), Some("u")).is_err());
+        assert!(SessionId::parse(&long).is_err());
+        assert!(SessionId::parse("").is_err());
+        assert!(SessionId::parse("a\u{0}b").is_err());
+        assert!(SessionId::parse("会话-1").is_ok());
+    }
+}

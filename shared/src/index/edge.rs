@@ -1,0 +1,455 @@
+//! The embedded `SearchIndex` backend: one Qdrant Edge shard (`qdrant-edge` 0.7.2) in a directory.
+//!
+//! Point schema (the same as the Qdrant-server backend's collection):
+//! - a sparse vector `bm25` with the IDF modifier, computed client side by [`Bm25`];
+//! - payload `team_id`, `agent_id`, `user_id`, `session_id`, `kind`, each with a keyword index
+//!   (filtered queries are ~100× slower without them);
+//! - no dense vector yet. Edge does not require one; a later change adds `dense` to an existing
+//!   shard with an `UpdateOperation::VectorNameOperation` (which also updates the shard's
+//!   persisted config), so `open` loads whatever config is on disk and only checks for `bm25`.
+//!
+//! # Concurrency
+//! Every `EdgeShard` call blocks, so each runs on `spawn_blocking` with the shard behind an
+//! `Arc`. Searches and counts run in parallel with anything. Writes (update + flush) and
+//! optimizer runs are serialized by one gate: edge's `flush` *panics* instead of waiting when
+//! the WAL mutex is held (by a concurrent update) or the segment-holder lock is being
+//! written (by the optimizer swapping segments), so neither may overlap a flush. The price is
+//! that writes wait while an optimizer run is in progress.
+//!
+//! # Durability
+//! `upsert` and `delete` return after `EdgeShard::flush` (WAL and every segment, fsynced).
+//! `update` alone is not enough: it writes the WAL to an unsynced mmap, and `EdgeShard::load` in
+//! 0.7.2 never replays the WAL — after a crash only flushed segment data exists.
+//!
+//! # Optimization
+//! Edge never optimizes by itself. After at least `optimize_every` upserted points, the upsert
+//! that crosses the threshold starts one background run (`spawn_blocking`, at most one at a
+//! time) and returns without waiting for it.
+//!
+//! # Known limits of qdrant-edge 0.7.2
+//! - The WAL is never truncated (edge does not acknowledge flushed operations), so `wal/`
+//!   grows by about the size of every write ever made. Worth watching on long-lived installs.
+//! - The directory is held with an exclusive file lock while open: two processes (or two
+//!   `EdgeIndex`es) on one shard would corrupt it.
+
+use std::fs::{File, TryLockError};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use qdrant_edge::{
+    Condition, CountRequest, EdgeConfig, EdgeShard, EdgeSparseVectorParams, FieldCondition, FieldIndexOperations,
+    Filter, JsonPath, Match, Modifier, NamedQuery, PayloadFieldSchema, PayloadSchemaType, PointId,
+    PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequest, ScoringQuery, UpdateOperation,
+    Vector, VectorInternal, Vectors, WithPayloadInterface, WithVector,
+};
+use uuid::Uuid;
+
+use super::{Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex, SparseVector};
+use crate::domain::Tenant;
+
+/// Name of the BM25 sparse vector (shared with the Qdrant-server backend's collection).
+pub const BM25_VECTOR: &str = "bm25";
+
+const TEAM_ID: &str = "team_id";
+const AGENT_ID: &str = "agent_id";
+const USER_ID: &str = "user_id";
+const SESSION_ID: &str = "session_id";
+const KIND: &str = "kind";
+const KEYWORD_FIELDS: [&str; 5] = [TEAM_ID, AGENT_ID, USER_ID, SESSION_ID, KIND];
+
+/// Edge persists its config under this name (`EDGE_CONFIG_FILE`, crate-private in 0.7.2); its
+/// presence means the shard was created before.
+const EDGE_CONFIG_FILE: &str = "edge_config.json";
+/// Our exclusive lock on the directory.
+const LOCK_FILE: &str = "sediment.lock";
+/// How long `open` waits for a previous holder of the directory lock (e.g. a dropped
+/// `EdgeIndex` whose background optimizer run is still finishing).
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// The Qdrant Edge implementation of [`SearchIndex`].
+pub struct EdgeIndex {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    // Field order is drop order: the shard flushes on drop, then the directory is unlocked.
+    shard: EdgeShard,
+    _dir_lock: File,
+    bm25: Bm25,
+    /// Held by each write (update + flush) and by each optimizer run; see the module docs.
+    gate: Mutex<()>,
+    optimize_every: usize,
+    upserted_since_optimize: AtomicUsize,
+    optimizing: AtomicBool,
+    optimize_runs: AtomicU64,
+}
+
+impl std::fmt::Debug for EdgeIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeIndex")
+            .field("path", &self.inner.shard.path())
+            .field("optimize_every", &self.inner.optimize_every)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EdgeIndex {
+    /// Opens the shard in `dir`, creating the directory and the shard if they do not exist.
+    ///
+    /// Blocks (call it at startup, or from `spawn_blocking`): it waits up to 30 s for the
+    /// directory lock, loads the segments and ensures the payload indexes. A background
+    /// optimizer run starts after every `optimize_every` upserted points; 0 disables it.
+    pub fn open(dir: &Path, optimize_every: usize) -> IndexResult<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| IndexError::Unavailable(Box::new(e)))?;
+        let dir_lock = lock_dir(dir)?;
+
+        let shard = if dir.join(EDGE_CONFIG_FILE).exists() {
+            EdgeShard::load(dir, None)
+        } else {
+            EdgeShard::new(dir, shard_config())
+        }
+        .map_err(backend)?;
+        check_config(&shard.config())?;
+
+        let inner = Inner {
+            shard,
+            _dir_lock: dir_lock,
+            bm25: Bm25::new(),
+            gate: Mutex::new(()),
+            optimize_every,
+            upserted_since_optimize: AtomicUsize::new(0),
+            optimizing: AtomicBool::new(false),
+            optimize_runs: AtomicU64::new(0),
+        };
+        inner.ensure_payload_indexes()?;
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// Runs the optimizer now and waits for it (after a background run in progress, if any).
+    pub async fn optimize(&self) -> IndexResult<()> {
+        self.blocking(Inner::optimize).await
+    }
+
+    /// Returns how many optimizer runs (background or explicit) have finished since `open`.
+    pub fn optimize_runs(&self) -> u64 {
+        self.inner.optimize_runs.load(Ordering::Acquire)
+    }
+
+    async fn blocking<T, F>(&self, f: F) -> IndexResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> IndexResult<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| IndexError::Backend(Box::new(e)))?
+    }
+
+    /// Counts upserted points and starts a background optimizer run when due.
+    fn note_upserted(&self, points: usize) {
+        let inner = &self.inner;
+        if inner.optimize_every == 0 {
+            return;
+        }
+        let pending = inner.upserted_since_optimize.fetch_add(points, Ordering::AcqRel) + points;
+        if pending < inner.optimize_every {
+            return;
+        }
+        if inner
+            .optimizing
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        // Points upserted while the run is planned count toward the next one.
+        inner.upserted_since_optimize.fetch_sub(pending, Ordering::AcqRel);
+        let inner = Arc::clone(inner);
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let result = catch_unwind(AssertUnwindSafe(|| inner.optimize()));
+            inner.optimizing.store(false, Ordering::Release);
+            match result {
+                Ok(Ok(())) => tracing::debug!(
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "search index optimized"
+                ),
+                Ok(Err(e)) => tracing::warn!(error = %error_chain(&e), "failed to optimize search index"),
+                Err(_) => tracing::error!("search index optimizer panicked"),
+            }
+        });
+    }
+}
+
+impl Inner {
+    fn lock_gate(&self) -> MutexGuard<'_, ()> {
+        // The gate guards no data, so a panic while it was held leaves nothing inconsistent.
+        self.gate.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies one write and makes it durable. Holds the gate throughout.
+    fn write(&self, operation: UpdateOperation) -> IndexResult<()> {
+        let _gate = self.lock_gate();
+        self.shard.update(operation).map_err(backend)?;
+        self.flush()
+    }
+
+    /// Flushes the WAL and all segments; the caller holds the gate.
+    fn flush(&self) -> IndexResult<()> {
+        // `EdgeShard::flush` panics on an I/O error (and on lock contention, which the gate
+        // rules out); turn that into an error instead of killing the caller.
+        catch_unwind(AssertUnwindSafe(|| self.shard.flush()))
+            .map_err(|panic| IndexError::Backend(panic_message(&*panic).into()))
+    }
+
+    fn optimize(&self) -> IndexResult<()> {
+        let _gate = self.lock_gate();
+        let optimized = self.shard.optimize().map_err(backend)?;
+        if optimized {
+            self.flush()?;
+        }
+        self.optimize_runs.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Creates the keyword payload indexes. Idempotent: segments that have one skip it. Runs
+    /// on every open, because edge 0.7.2 does not record field indexes in the shard's schema
+    /// file, which it reads when it creates a fresh appendable segment.
+    fn ensure_payload_indexes(&self) -> IndexResult<()> {
+        for field in KEYWORD_FIELDS {
+            let create = qdrant_edge::CreateIndex {
+                field_name: field_path(field),
+                field_schema: Some(PayloadFieldSchema::FieldType(PayloadSchemaType::Keyword)),
+            };
+            self.write(UpdateOperation::FieldIndexOperation(FieldIndexOperations::CreateIndex(
+                create,
+            )))?;
+        }
+        Ok(())
+    }
+
+    fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
+        let points = points
+            .iter()
+            .map(|point| self.point(point))
+            .collect::<IndexResult<Vec<_>>>()?;
+        self.write(UpdateOperation::PointOperation(PointOperations::UpsertPoints(
+            PointInsertOperations::PointsList(points),
+        )))
+    }
+
+    fn point(&self, point: &IndexPoint) -> IndexResult<qdrant_edge::PointStructPersisted> {
+        let vector = sparse(self.bm25.embed_document(&point.text))?;
+        let payload = serde_json::json!({
+            TEAM_ID: point.tenant.team,
+            AGENT_ID: point.tenant.agent,
+            USER_ID: point.tenant.user,
+            SESSION_ID: point.session_id,
+            KIND: point.kind.as_str(),
+        });
+        let vectors = Vectors::new_named([(BM25_VECTOR, vector)]);
+        Ok(PointStruct::new(PointId::Uuid(point.id), vectors, payload).into())
+    }
+
+    fn search(&self, query: &IndexQuery, vector: SparseVector) -> IndexResult<Vec<IndexHit>> {
+        let vector = sparse(vector)?;
+        let request = QueryRequest {
+            prefetches: Vec::new(),
+            query: Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::new(
+                VectorInternal::from(vector),
+                BM25_VECTOR,
+            )))),
+            filter: Some(tenant_filter(&query.tenant, query.kind, query.session_id.as_deref())),
+            score_threshold: None,
+            limit: query.limit,
+            offset: 0,
+            params: None,
+            with_vector: WithVector::Bool(false),
+            with_payload: WithPayloadInterface::Bool(false),
+        };
+        self.shard
+            .query(request)
+            .map_err(backend)?
+            .into_iter()
+            .map(|point| {
+                Ok(IndexHit {
+                    id: uuid_of(point.id)?,
+                    score: point.score,
+                })
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl SearchIndex for EdgeIndex {
+    async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
+        if points.is_empty() {
+            return Ok(());
+        }
+        let count = points.len();
+        let points = points.to_vec();
+        self.blocking(move |inner| inner.upsert(&points)).await?;
+        self.note_upserted(count);
+        Ok(())
+    }
+
+    async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>> {
+        if query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let query = query.clone();
+        self.blocking(move |inner| {
+            let vector = inner.bm25.embed_query(&query.text);
+            if vector.is_empty() {
+                return Ok(Vec::new());
+            }
+            inner.search(&query, vector)
+        })
+        .await
+    }
+
+    async fn delete(&self, ids: &[Uuid]) -> IndexResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ids = ids.iter().copied().map(PointId::Uuid).collect();
+        self.blocking(move |inner| inner.write(UpdateOperation::PointOperation(PointOperations::DeletePoints { ids })))
+            .await
+    }
+
+    async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64> {
+        let filter = tenant_filter(tenant, kind, None);
+        self.blocking(move |inner| {
+            let request = CountRequest {
+                filter: Some(filter),
+                exact: true,
+            };
+            let count = inner.shard.count(request).map_err(backend)?;
+            Ok(count as u64)
+        })
+        .await
+    }
+
+    async fn ping(&self) -> IndexResult<()> {
+        // The shard lives in this process and stays open as long as `self` does.
+        Ok(())
+    }
+}
+
+fn shard_config() -> EdgeConfig {
+    EdgeConfig::builder()
+        .sparse_vector(
+            BM25_VECTOR,
+            EdgeSparseVectorParams::builder().modifier(Modifier::Idf).build(),
+        )
+        .build()
+}
+
+fn check_config(config: &EdgeConfig) -> IndexResult<()> {
+    match config.sparse_vectors.get(BM25_VECTOR) {
+        Some(params) if params.modifier == Some(Modifier::Idf) => Ok(()),
+        Some(_) | None => Err(IndexError::Backend(
+            format!("edge shard has no sparse vector {BM25_VECTOR:?} with the idf modifier").into(),
+        )),
+    }
+}
+
+fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>) -> Filter {
+    let keyword = |key: &str, value: &str| {
+        Condition::Field(FieldCondition::new_match(
+            field_path(key),
+            Match::from(value.to_owned()),
+        ))
+    };
+    let mut must = vec![
+        keyword(TEAM_ID, &tenant.team),
+        keyword(AGENT_ID, &tenant.agent),
+        keyword(USER_ID, &tenant.user),
+        keyword(KIND, kind.as_str()),
+    ];
+    if let Some(session_id) = session_id {
+        must.push(keyword(SESSION_ID, session_id));
+    }
+    Filter {
+        should: None,
+        min_should: None,
+        must: Some(must),
+        must_not: None,
+    }
+}
+
+/// A top-level payload key as a path (built directly: parsing is fallible, these are constants).
+fn field_path(key: &str) -> JsonPath {
+    JsonPath {
+        first_key: key.to_owned(),
+        rest: Vec::new(),
+    }
+}
+
+fn sparse(vector: SparseVector) -> IndexResult<Vector> {
+    Vector::new_sparse(vector.indices, vector.values).map_err(backend)
+}
+
+fn uuid_of(id: PointId) -> IndexResult<Uuid> {
+    match id {
+        PointId::Uuid(uuid) => Ok(uuid),
+        PointId::NumId(n) => Err(IndexError::Backend(
+            format!("edge shard holds a numeric point id {n}; only uuids are written").into(),
+        )),
+    }
+}
+
+fn backend(error: qdrant_edge::OperationError) -> IndexError {
+    IndexError::Backend(Box::new(error))
+}
+
+/// Takes the exclusive lock on `dir`, waiting up to `LOCK_WAIT` for a previous holder.
+fn lock_dir(dir: &Path) -> IndexResult<File> {
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(LOCK_FILE))
+        .map_err(|e| IndexError::Unavailable(Box::new(e)))?;
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(TryLockError::WouldBlock) => {
+                return Err(IndexError::Unavailable(
+                    format!("index directory {} is in use by another index", dir.display()).into(),
+                ))
+            }
+            Err(TryLockError::Error(e)) => return Err(IndexError::Unavailable(Box::new(e))),
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let detail = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("unknown panic");
+    format!("edge shard flush panicked: {detail}")
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

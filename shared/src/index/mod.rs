@@ -1,0 +1,102 @@
+//! The search index port: points with a BM25 sparse vector (IDF modifier) and tenant payload.
+//!
+//! Backends: `edge` (Qdrant Edge, in-process) and, when configured, the Qdrant server. One
+//! project-owned point and query model; each backend is a thin adapter. Both run
+//! `testsuite::search_index_suite`.
+//!
+//! Sparse vectors are computed here, client side, by one BM25 model (`Bm25`) for both
+//! backends, so a query scores the same wherever it runs.
+
+mod bm25;
+mod edge;
+#[cfg(feature = "testing")]
+pub mod testsuite;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::domain::Tenant;
+
+pub use bm25::{Bm25, SparseVector};
+pub use edge::{EdgeIndex, BM25_VECTOR};
+
+pub type IndexResult<T> = Result<T, IndexError>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("search index unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("search index failed")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl IndexError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Unavailable(_) => true,
+            Self::Backend(_) => false,
+        }
+    }
+}
+
+/// What kind of item a point stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointKind {
+    /// An L0 turn.
+    Turn,
+}
+
+impl PointKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Turn => "turn",
+        }
+    }
+}
+
+/// One indexed item. `id` is deterministic (the item's own id), so indexing twice overwrites.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexPoint {
+    pub id: Uuid,
+    pub kind: PointKind,
+    pub tenant: Tenant,
+    pub session_id: String,
+    /// The text the BM25 vector is computed from.
+    pub text: String,
+}
+
+/// A tenant-scoped keyword query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexQuery {
+    pub tenant: Tenant,
+    pub kind: PointKind,
+    pub session_id: Option<String>,
+    pub text: String,
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexHit {
+    pub id: Uuid,
+    pub score: f32,
+}
+
+#[async_trait]
+pub trait SearchIndex: Send + Sync + 'static {
+    /// Inserts or overwrites points. Returns once they are durable (WAL written, or the
+    /// server's `wait=true`) and visible to `search`.
+    async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()>;
+
+    /// Returns up to `limit` hits for the query text within the tenant (and session, if
+    /// given), best first. An empty or all-stopword query returns no hits.
+    async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>>;
+
+    /// Deletes points by id; unknown ids are ignored.
+    async fn delete(&self, ids: &[Uuid]) -> IndexResult<()>;
+
+    /// Counts the tenant's points of a kind.
+    async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64>;
+
+    /// Checks that the backend answers.
+    async fn ping(&self) -> IndexResult<()>;
+}

@@ -1,0 +1,382 @@
+//! The `SearchIndex` conformance suite. Every backend must pass it.
+//!
+//! Each `pub async fn` checks one point of the contract in `super::SearchIndex`'s docs and
+//! panics when it is broken. They all run against one shared index: each works in tenants of
+//! its own (a fresh team id), so they may run in any order, on an index holding other data.
+//! `search_index_suite` runs them all. What only some backends promise (reopening a directory,
+//! background optimization) is tested next to those backends.
+
+use std::collections::HashSet;
+
+use uuid::Uuid;
+
+use super::{IndexHit, IndexPoint, IndexQuery, PointKind, SearchIndex};
+use crate::domain::Tenant;
+
+/// Runs every contract check below on `index`.
+pub async fn search_index_suite(index: &dyn SearchIndex) {
+    ping_answers(index).await;
+    finds_a_point_by_a_word_in_it(index).await;
+    repeated_word_ranks_first(index).await;
+    shorter_document_ranks_first(index).await;
+    chinese_english_and_mixed_text(index).await;
+    tenants_are_isolated(index).await;
+    session_filter(index).await;
+    kind_filter(index).await;
+    upsert_overwrites_by_id(index).await;
+    delete_removes_and_ignores_unknown_ids(index).await;
+    count_is_per_tenant(index).await;
+    empty_query_returns_nothing(index).await;
+    limit_is_respected(index).await;
+    concurrent_writes_and_reads(index).await;
+    many_points_stay_searchable(index, 1_200).await;
+}
+
+/// A tenant no other check (or earlier run) uses.
+pub fn unique_tenant() -> Tenant {
+    Tenant {
+        team: format!("team-{}", Uuid::new_v4()),
+        agent: "agent-1".to_owned(),
+        user: "user-1".to_owned(),
+    }
+}
+
+/// A turn point with a fresh id in session `s1`.
+pub fn turn(tenant: &Tenant, text: &str) -> IndexPoint {
+    IndexPoint {
+        id: Uuid::new_v4(),
+        kind: PointKind::Turn,
+        tenant: tenant.clone(),
+        session_id: "s1".to_owned(),
+        text: text.to_owned(),
+    }
+}
+
+/// A turn query in `tenant`, any session, limit 10.
+pub fn query(tenant: &Tenant, text: &str) -> IndexQuery {
+    IndexQuery {
+        tenant: tenant.clone(),
+        kind: PointKind::Turn,
+        session_id: None,
+        text: text.to_owned(),
+        limit: 10,
+    }
+}
+
+/// Every point kind. The match makes a new variant a compile error here, so that the kind
+/// checks grow with the enum.
+fn all_kinds() -> Vec<PointKind> {
+    let kinds = vec![PointKind::Turn];
+    for kind in &kinds {
+        match kind {
+            PointKind::Turn => {}
+        }
+    }
+    kinds
+}
+
+async fn upsert(index: &dyn SearchIndex, points: &[IndexPoint]) {
+    index.upsert(points).await.expect("upsert");
+}
+
+async fn search(index: &dyn SearchIndex, query: &IndexQuery) -> Vec<IndexHit> {
+    let hits = index.search(query).await.expect("search");
+    assert!(hits.len() <= query.limit, "more hits than the limit");
+    assert!(
+        hits.windows(2).all(|w| w[0].score >= w[1].score),
+        "hits are not best first: {hits:?}"
+    );
+    hits
+}
+
+async fn search_ids(index: &dyn SearchIndex, query: &IndexQuery) -> Vec<Uuid> {
+    search(index, query).await.into_iter().map(|hit| hit.id).collect()
+}
+
+async fn count(index: &dyn SearchIndex, tenant: &Tenant) -> u64 {
+    index.count(tenant, PointKind::Turn).await.expect("count")
+}
+
+pub async fn ping_answers(index: &dyn SearchIndex) {
+    index.ping().await.expect("ping");
+}
+
+/// A point is found by a word it contains, and not by a word it lacks.
+pub async fn finds_a_point_by_a_word_in_it(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let invoice = turn(&tenant, "Please resend the invoice for March");
+    let weather = turn(&tenant, "Sunny weather all week");
+    upsert(index, &[invoice.clone(), weather.clone()]).await;
+
+    assert_eq!(search_ids(index, &query(&tenant, "invoice")).await, vec![invoice.id]);
+    assert_eq!(search_ids(index, &query(&tenant, "WEATHER")).await, vec![weather.id]);
+    assert!(search_ids(index, &query(&tenant, "kubernetes")).await.is_empty());
+}
+
+/// A document with the query word twice outranks one with it once (same length).
+pub async fn repeated_word_ranks_first(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let once = turn(&tenant, "refund requested by customer today");
+    let twice = turn(&tenant, "refund refund requested by customer");
+    upsert(index, &[once.clone(), twice.clone()]).await;
+
+    assert_eq!(
+        search_ids(index, &query(&tenant, "refund")).await,
+        vec![twice.id, once.id]
+    );
+}
+
+/// A short document outranks a long one with the query word once.
+pub async fn shorter_document_ranks_first(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let long = turn(
+        &tenant,
+        "the migration finished after a long night of checks, retries, rollbacks, \
+         dashboards, reviews, approvals, meetings and several rounds of coffee for everyone",
+    );
+    let short = turn(&tenant, "migration finished");
+    upsert(index, &[long.clone(), short.clone()]).await;
+
+    assert_eq!(
+        search_ids(index, &query(&tenant, "migration")).await,
+        vec![short.id, long.id]
+    );
+}
+
+/// Chinese words match inside longer phrases; English and mixed text work alike.
+pub async fn chinese_english_and_mixed_text(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let chinese = turn(&tenant, "请检查订单表的索引");
+    let english = turn(&tenant, "The deployment pipeline failed on staging");
+    let mixed = turn(&tenant, "明天 deploy 订单服务 to production");
+    upsert(index, &[chinese.clone(), english.clone(), mixed.clone()]).await;
+
+    let found: HashSet<_> = search_ids(index, &query(&tenant, "订单")).await.into_iter().collect();
+    assert_eq!(found, HashSet::from([chinese.id, mixed.id]));
+    assert_eq!(search_ids(index, &query(&tenant, "索引")).await, vec![chinese.id]);
+    assert_eq!(search_ids(index, &query(&tenant, "pipeline")).await, vec![english.id]);
+    assert_eq!(search_ids(index, &query(&tenant, "production")).await, vec![mixed.id]);
+    let found = search_ids(index, &query(&tenant, "订单 pipeline")).await;
+    assert_eq!(found.len(), 3, "a mixed query matches either script: {found:?}");
+}
+
+/// Identical text under another team, agent or user is never returned nor counted.
+pub async fn tenants_are_isolated(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let other_team = Tenant {
+        team: format!("{}-x", tenant.team),
+        ..tenant.clone()
+    };
+    let other_agent = Tenant {
+        agent: "agent-2".to_owned(),
+        ..tenant.clone()
+    };
+    let other_user = Tenant {
+        user: "user-2".to_owned(),
+        ..tenant.clone()
+    };
+    let tenants = [tenant, other_team, other_agent, other_user];
+    let points: Vec<_> = tenants.iter().map(|t| turn(t, "shared secret roadmap")).collect();
+    upsert(index, &points).await;
+
+    for (tenant, point) in tenants.iter().zip(&points) {
+        assert_eq!(search_ids(index, &query(tenant, "roadmap")).await, vec![point.id]);
+        assert_eq!(count(index, tenant).await, 1);
+    }
+}
+
+/// With a session id, only that session's points are returned; without, all of them.
+pub async fn session_filter(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let first = turn(&tenant, "budget review");
+    let second = IndexPoint {
+        session_id: "s2".to_owned(),
+        ..turn(&tenant, "budget review")
+    };
+    upsert(index, &[first.clone(), second.clone()]).await;
+
+    let in_session = |session: &str| IndexQuery {
+        session_id: Some(session.to_owned()),
+        ..query(&tenant, "budget")
+    };
+    assert_eq!(search_ids(index, &in_session("s1")).await, vec![first.id]);
+    assert_eq!(search_ids(index, &in_session("s2")).await, vec![second.id]);
+    assert!(search_ids(index, &in_session("s3")).await.is_empty());
+    let all: HashSet<_> = search_ids(index, &query(&tenant, "budget")).await.into_iter().collect();
+    assert_eq!(all, HashSet::from([first.id, second.id]));
+}
+
+/// A query and a count see only points of their kind.
+pub async fn kind_filter(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let kinds = all_kinds();
+    let points: Vec<_> = kinds
+        .iter()
+        .map(|&kind| IndexPoint {
+            kind,
+            ..turn(&tenant, "quarterly forecast")
+        })
+        .collect();
+    upsert(index, &points).await;
+
+    for (&kind, point) in kinds.iter().zip(&points) {
+        let query = IndexQuery {
+            kind,
+            ..query(&tenant, "forecast")
+        };
+        assert_eq!(search_ids(index, &query).await, vec![point.id], "kind {kind:?}");
+        assert_eq!(index.count(&tenant, kind).await.expect("count"), 1, "kind {kind:?}");
+    }
+}
+
+/// Upserting an id again replaces the point: one point, new text searchable, old text not.
+/// A point whose text has no searchable token is still stored.
+pub async fn upsert_overwrites_by_id(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let old = turn(&tenant, "alpha launch checklist");
+    upsert(index, std::slice::from_ref(&old)).await;
+    let new = IndexPoint {
+        text: "beta rollout summary".to_owned(),
+        ..old.clone()
+    };
+    upsert(index, std::slice::from_ref(&new)).await;
+
+    assert_eq!(count(index, &tenant).await, 1);
+    assert_eq!(search_ids(index, &query(&tenant, "rollout")).await, vec![new.id]);
+    assert!(search_ids(index, &query(&tenant, "checklist")).await.is_empty());
+
+    let blank = turn(&tenant, "");
+    let stopwords = turn(&tenant, "the and of");
+    upsert(index, &[blank, stopwords]).await;
+    assert_eq!(count(index, &tenant).await, 3);
+}
+
+/// Deleted points are gone; unknown ids and repeated deletes are not errors.
+pub async fn delete_removes_and_ignores_unknown_ids(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let keep = turn(&tenant, "contract renewal notes");
+    let gone = turn(&tenant, "contract termination notes");
+    upsert(index, &[keep.clone(), gone.clone()]).await;
+
+    index.delete(&[gone.id, Uuid::new_v4()]).await.expect("delete");
+    assert_eq!(search_ids(index, &query(&tenant, "contract")).await, vec![keep.id]);
+    assert!(search_ids(index, &query(&tenant, "termination")).await.is_empty());
+    assert_eq!(count(index, &tenant).await, 1);
+
+    index.delete(&[gone.id]).await.expect("delete again");
+    index.delete(&[]).await.expect("delete nothing");
+    assert_eq!(count(index, &tenant).await, 1);
+}
+
+/// Counts are per tenant; a tenant without points counts 0.
+pub async fn count_is_per_tenant(index: &dyn SearchIndex) {
+    let first = unique_tenant();
+    let second = unique_tenant();
+    let mut points: Vec<_> = (0..3).map(|i| turn(&first, &format!("note {i}"))).collect();
+    points.extend((0..2).map(|i| turn(&second, &format!("note {i}"))));
+    upsert(index, &points).await;
+
+    assert_eq!(count(index, &first).await, 3);
+    assert_eq!(count(index, &second).await, 2);
+    assert_eq!(count(index, &unique_tenant()).await, 0);
+}
+
+/// An empty, blank or all-stopword query returns no hits, as does limit 0.
+pub async fn empty_query_returns_nothing(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    upsert(index, &[turn(&tenant, "the and of empty words")]).await;
+
+    for text in ["", "   ", "the and of"] {
+        assert!(search(index, &query(&tenant, text)).await.is_empty(), "query {text:?}");
+    }
+    let none = IndexQuery {
+        limit: 0,
+        ..query(&tenant, "empty")
+    };
+    assert!(search(index, &none).await.is_empty());
+}
+
+/// No more than `limit` hits come back, and they are the best ones.
+pub async fn limit_is_respected(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let best = turn(&tenant, "outage outage outage");
+    let mut points: Vec<_> = (0..10)
+        .map(|i| turn(&tenant, &format!("outage report number {i} with extra words")))
+        .collect();
+    points.push(best.clone());
+    upsert(index, &points).await;
+
+    let three = IndexQuery {
+        limit: 3,
+        ..query(&tenant, "outage")
+    };
+    let hits = search(index, &three).await;
+    assert_eq!(hits.len(), 3);
+    assert_eq!(hits[0].id, best.id);
+    let all = IndexQuery {
+        limit: 100,
+        ..query(&tenant, "outage")
+    };
+    assert_eq!(search(index, &all).await.len(), 11);
+}
+
+/// Concurrent upserts and searches all succeed and nothing is lost.
+pub async fn concurrent_writes_and_reads(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let points = bulk_points(&tenant, 200);
+    let writes = points.chunks(25).map(|batch| index.upsert(batch));
+    let bulk = query(&tenant, "bulk");
+    let reads = (0..8).map(|_| index.search(&bulk));
+    let (writes, reads) =
+        futures::future::join(futures::future::join_all(writes), futures::future::join_all(reads)).await;
+    writes.into_iter().for_each(|r| r.expect("concurrent upsert"));
+    reads.into_iter().for_each(|r| drop(r.expect("concurrent search")));
+
+    assert_all_searchable(index, &tenant, &points).await;
+}
+
+/// `total` points upserted in batches of 100 are all counted and searchable. Pass more than the
+/// backend's optimization threshold to check that optimization loses nothing.
+pub async fn many_points_stay_searchable(index: &dyn SearchIndex, total: usize) {
+    let tenant = unique_tenant();
+    let points = bulk_points(&tenant, total);
+    for batch in points.chunks(100) {
+        upsert(index, batch).await;
+    }
+    assert_all_searchable(index, &tenant, &points).await;
+}
+
+/// `total` points whose texts share the word "bulk" and each hold a unique code word.
+pub fn bulk_points(tenant: &Tenant, total: usize) -> Vec<IndexPoint> {
+    (0..total)
+        .map(|i| turn(tenant, &format!("bulk entry {} 批量", code_word(i))))
+        .collect()
+}
+
+/// Asserts that `tenant` holds exactly `points` (from `bulk_points`), each found by its code
+/// word, and all found by "bulk".
+pub async fn assert_all_searchable(index: &dyn SearchIndex, tenant: &Tenant, points: &[IndexPoint]) {
+    assert_eq!(count(index, tenant).await, points.len() as u64);
+    let step = (points.len() / 50).max(1);
+    for (i, point) in points.iter().enumerate().step_by(step) {
+        let word = code_word(i);
+        assert_eq!(search_ids(index, &query(tenant, &word)).await, vec![point.id], "{word}");
+    }
+    let everything = IndexQuery {
+        limit: points.len() + 10,
+        ..query(tenant, "bulk")
+    };
+    assert_eq!(search(index, &everything).await.len(), points.len());
+}
+
+/// A unique, single-token word for `i`: letters only (a tokenizer may split digits off) and
+/// ending in a letter no English stemmer strips, so that two codes never share a stem.
+fn code_word(i: usize) -> String {
+    const DIGITS: &[u8; 10] = b"bcdfghjkmn";
+    let digits: String = i
+        .to_string()
+        .bytes()
+        .map(|d| DIGITS[usize::from(d - b'0')] as char)
+        .collect();
+    format!("zq{digits}x")
+}

@@ -1,0 +1,124 @@
+//! The L0 index worker's algorithm: move every stored turn into the search index, once.
+//!
+//! # Durability contract
+//! The store is the record and the cursor is the truth. For one session: read the turns past
+//! the `index` cursor, upsert them (point id = turn id, so a repeat overwrites rather than
+//! duplicates), and only once the index has them durably, advance the cursor. A crash between
+//! the two steps re-indexes the same turns on the next run and changes nothing. An event only
+//! says which session to look at; the sweep finds sessions whose event was lost.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+
+use crate::index::{IndexError, IndexPoint, PointKind, SearchIndex};
+use crate::metrics;
+use crate::store::{StoreError, TranscriptStore, INDEX_CONSUMER};
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexerError {
+    #[error("failed to read turns")]
+    Store(#[from] StoreError),
+    #[error("failed to index turns")]
+    Index(#[from] IndexError),
+}
+
+impl IndexerError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Store(e) => e.is_retryable(),
+            Self::Index(e) => e.is_retryable(),
+        }
+    }
+}
+
+/// Sessions read per sweep query.
+const SWEEP_PAGE: u32 = 100;
+
+#[derive(Clone)]
+pub struct Indexer {
+    store: Arc<dyn TranscriptStore>,
+    index: Arc<dyn SearchIndex>,
+    batch_size: u32,
+}
+
+impl Indexer {
+    pub fn new(store: Arc<dyn TranscriptStore>, index: Arc<dyn SearchIndex>, batch_size: u32) -> Self {
+        Self { store, index, batch_size: batch_size.max(1) }
+    }
+
+    /// Indexes every turn of the session past the cursor and returns how many it indexed.
+    /// Safe to run concurrently with itself: the worst case is indexing a batch twice.
+    #[tracing::instrument(skip(self), fields(turns = tracing::field::Empty))]
+    pub async fn index_session(&self, session_id: &str) -> Result<usize, IndexerError> {
+        let mut total = 0;
+        loop {
+            let (_cursor, turns) = self.store.pending_turns(INDEX_CONSUMER, session_id, self.batch_size).await?;
+            let Some(last) = turns.last() else { break };
+            let last_seq = last.seq;
+            let points: Vec<IndexPoint> = turns
+                .iter()
+                .map(|turn| IndexPoint {
+                    id: turn.id,
+                    kind: PointKind::Turn,
+                    tenant: turn.tenant.clone(),
+                    session_id: turn.session_id.clone(),
+                    text: turn.content.clone(),
+                })
+                .collect();
+            self.index.upsert(&points).await?;
+            self.store.advance_cursor(INDEX_CONSUMER, session_id, last_seq).await?;
+
+            let now = Utc::now();
+            for turn in &turns {
+                let delay = (now - turn.created_at).num_milliseconds().max(0) as f64 / 1000.0;
+                ::metrics::histogram!(metrics::INDEX_DELAY).record(delay);
+            }
+            ::metrics::counter!(metrics::TURNS_INDEXED).increment(turns.len() as u64);
+            total += turns.len();
+            if turns.len() < self.batch_size as usize {
+                break;
+            }
+        }
+        tracing::Span::current().record("turns", total);
+        Ok(total)
+    }
+
+    /// Indexes every session with a backlog; returns how many turns it indexed. Run at start
+    /// and periodically, so a lost event only delays indexing.
+    pub async fn sweep(&self) -> Result<usize, IndexerError> {
+        let mut total = 0;
+        loop {
+            let backlog = self.store.backlog(INDEX_CONSUMER, SWEEP_PAGE).await?;
+            if backlog.is_empty() {
+                break;
+            }
+            let mut progressed = 0;
+            for session in &backlog {
+                progressed += self.index_session(&session.session_id).await?;
+            }
+            total += progressed;
+            // A page where nothing moved means others hold the work (or it keeps failing in
+            // a way that returned Ok); looping again would spin.
+            if progressed == 0 || backlog.len() < SWEEP_PAGE as usize {
+                break;
+            }
+        }
+        self.record_lag().await;
+        if total > 0 {
+            ::metrics::counter!(metrics::SWEEP_RECOVERED).increment(total as u64);
+        }
+        Ok(total)
+    }
+
+    /// Publishes the current lag as gauges; a failure only logs, it never fails the sweep.
+    pub async fn record_lag(&self) {
+        match self.store.lag(INDEX_CONSUMER).await {
+            Ok(lag) => {
+                ::metrics::gauge!(metrics::INDEX_LAG_TURNS).set(lag.turns as f64);
+                ::metrics::gauge!(metrics::INDEX_LAG_SESSIONS).set(lag.sessions as f64);
+            }
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "failed to read index lag"),
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! The core of sediment: domain types, the ports (traits) to every external system, both
+//! backends of each port, and the algorithms that run on top of them.
+//!
+//! # Layering
+//! - `domain` is pure: validated types and text rules, no I/O.
+//! - `store`, `bus`, `index` are the ports. Each has a cluster backend (Postgres, RabbitMQ,
+//!   Qdrant server) and an embedded backend (SQLite, in-process channels, Qdrant Edge); the
+//!   algorithms see only `Arc<dyn Port>`.
+//! - `indexer` and `search` are algorithms over the ports; `runtime` wires them into
+//!   long-running loops; `backends` builds the right set of ports from `config::Settings`.
+//! - This crate has no HTTP framework in it: `api` adapts HTTP to these calls.
+//!
+//! # Which error type where
+//! - Each port has one `thiserror` enum (`StoreError`, `BusError`, `IndexError`) with an
+//!   `XxxResult<T>` alias and an `is_retryable()` classification that drives ack/retry.
+//! - Domain validation returns `domain::ValidationError`, which the API maps to a 4xx.
+//! - Binaries and glue code use `anyhow::Result` with `.context("verb object")`.
+
+pub mod backends;
+pub mod bus;
+pub mod config;
+pub mod domain;
+pub mod index;
+pub mod indexer;
+pub mod metrics;
+pub mod runtime;
+pub mod search;
+pub mod shutdown;
+pub mod store;
+pub mod telemetry;

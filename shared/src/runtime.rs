@@ -1,0 +1,282 @@
+//! The consumer runtime shared by every worker, in its own binary (cluster) or inside the API
+//! process (embedded).
+//!
+//! # Contract (STYLE R17)
+//! - At most `prefetch` deliveries are in flight; each runs on its own task, so a panic becomes
+//!   a failed delivery (retried, then parked), never a dead worker.
+//! - A delivery is settled only after the handler returned, i.e. after its side effects are
+//!   durable: `Ok` acks, a retryable error retries with backoff, a permanent error or an
+//!   undecodable message parks it.
+//! - A sweep runs at start and every `sweep_interval`, finding work whose event was lost.
+//! - On shutdown: cancel the consumer, let in-flight handlers finish within the deadline, settle
+//!   them, return.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::{Delivery, Event, EventBus, Outcome, WorkerKind};
+use crate::indexer::{Indexer, IndexerError};
+use crate::metrics;
+
+/// A handler failed; `retryable` decides between retry and park.
+#[derive(Debug, thiserror::Error)]
+#[error("handler failed")]
+pub struct HandlerError {
+    pub retryable: bool,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// Processes one kind of event. Implementations must be idempotent: an event may arrive more
+/// than once, late, or never (the sweep covers that).
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    fn kind(&self) -> WorkerKind;
+    /// Resolves once every side effect is durable.
+    async fn handle(&self, event: &Event) -> Result<(), HandlerError>;
+    /// Processes whatever work is pending without an event; returns how many items it did.
+    async fn sweep(&self) -> Result<usize, HandlerError>;
+}
+
+/// The L0 index worker's handler.
+pub struct IndexHandler(pub Indexer);
+
+impl From<IndexerError> for HandlerError {
+    fn from(e: IndexerError) -> Self {
+        Self { retryable: e.is_retryable(), source: Box::new(e) }
+    }
+}
+
+#[async_trait]
+impl Handler for IndexHandler {
+    fn kind(&self) -> WorkerKind {
+        WorkerKind::Index
+    }
+
+    async fn handle(&self, event: &Event) -> Result<(), HandlerError> {
+        match event {
+            Event::TurnAppended { session_id, .. } => {
+                self.0.index_session(session_id).await?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn sweep(&self) -> Result<usize, HandlerError> {
+        Ok(self.0.sweep().await?)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ConsumerSettings {
+    pub prefetch: u16,
+    pub sweep_interval: Duration,
+    pub shutdown_deadline: Duration,
+}
+
+/// Liveness of a consumer loop, for `/healthz`: the unix time (ms) of its last turn.
+#[derive(Debug, Default)]
+pub struct Heartbeat(AtomicI64);
+
+impl Heartbeat {
+    pub fn beat(&self) {
+        self.0.store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+    }
+
+    /// How long since the loop last turned; `None` before it started.
+    pub fn age(&self) -> Option<Duration> {
+        let last = self.0.load(Ordering::Relaxed);
+        (last > 0).then(|| Duration::from_millis((chrono::Utc::now().timestamp_millis() - last).max(0) as u64))
+    }
+}
+
+/// Runs the consumer until `shutdown` is cancelled. Fails only if it cannot subscribe at all.
+pub async fn run_consumer(
+    bus: Arc<dyn EventBus>,
+    handler: Arc<dyn Handler>,
+    settings: ConsumerSettings,
+    heartbeat: Arc<Heartbeat>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+
+    let kind = handler.kind();
+    let worker = kind.as_str();
+    let mut subscription = bus
+        .subscribe(kind, settings.prefetch)
+        .await
+        .with_context(|| format!("subscribe to the {worker} queue"))?;
+    tracing::info!(worker, prefetch = settings.prefetch, "consumer started");
+
+    let mut in_flight: JoinSet<(Delivery, Outcome)> = JoinSet::new();
+    let mut sweep_timer = tokio::time::interval(settings.sweep_interval);
+    sweep_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sweeping: Option<tokio::task::JoinHandle<()>> = None;
+    let mut heartbeat_timer = tokio::time::interval(Duration::from_secs(1));
+    heartbeat.beat();
+
+    loop {
+        let capacity = in_flight.len() < settings.prefetch as usize;
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            Some(done) = in_flight.join_next() => settle(&mut *subscription, worker, done).await,
+            delivery = subscription.next(), if capacity => {
+                let Some(delivery) = delivery else {
+                    // The connection dropped. Finish what is in hand (settling on a dead
+                    // channel fails, and the broker redelivers), then subscribe again.
+                    tracing::warn!(worker, in_flight = in_flight.len(), "subscription closed; resubscribing");
+                    while let Some(done) = in_flight.join_next().await {
+                        settle(&mut *subscription, worker, done).await;
+                    }
+                    match resubscribe(&*bus, kind, settings.prefetch, &shutdown).await {
+                        Some(fresh) => {
+                            subscription = fresh;
+                            continue;
+                        }
+                        None => break,
+                    }
+                };
+                let handler = Arc::clone(&handler);
+                in_flight.spawn(async move {
+                    use futures::FutureExt as _;
+                    let outcome = std::panic::AssertUnwindSafe(process(&*handler, &delivery))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|_| {
+                            ::metrics::counter!(metrics::HANDLER_PANICS, "worker" => handler.kind().as_str()).increment(1);
+                            tracing::error!(worker = handler.kind().as_str(), message_id = %delivery.message_id, "handler panicked; will retry");
+                            Outcome::Retry
+                        });
+                    (delivery, outcome)
+                });
+            }
+            _ = sweep_timer.tick() => {
+                // One sweep at a time; a slow sweep must not stack up behind itself.
+                if sweeping.as_ref().is_none_or(|h| h.is_finished()) {
+                    let handler = Arc::clone(&handler);
+                    sweeping = Some(tokio::spawn(async move {
+                        match handler.sweep().await {
+                            Ok(0) => {}
+                            Ok(n) => tracing::info!(worker = handler.kind().as_str(), items = n, "sweep processed backlog"),
+                            Err(e) => tracing::warn!(worker = handler.kind().as_str(), error = %error_chain(&e), "sweep failed"),
+                        }
+                    }));
+                }
+            }
+            _ = heartbeat_timer.tick() => heartbeat.beat(),
+        }
+    }
+
+    tracing::info!(worker, in_flight = in_flight.len(), "consumer draining");
+    if let Err(e) = subscription.cancel().await {
+        tracing::warn!(worker, error = %error_chain(&e), "failed to cancel consumer");
+    }
+    let deadline = tokio::time::sleep(settings.shutdown_deadline);
+    tokio::pin!(deadline);
+    while !in_flight.is_empty() {
+        tokio::select! {
+            Some(done) = in_flight.join_next() => settle(&mut *subscription, worker, done).await,
+            () = &mut deadline => {
+                // Unsettled deliveries go back to the broker when the channel closes.
+                tracing::warn!(worker, abandoned = in_flight.len(), "drain deadline passed");
+                in_flight.abort_all();
+                break;
+            }
+        }
+    }
+    if let Some(sweep) = sweeping {
+        sweep.abort();
+    }
+    tracing::info!(worker, "consumer stopped");
+    Ok(())
+}
+
+/// Subscribes again after a lost connection, backing off from 0.5 s to 30 s; `None` once
+/// shutdown is requested.
+async fn resubscribe(
+    bus: &dyn EventBus,
+    kind: WorkerKind,
+    prefetch: u16,
+    shutdown: &CancellationToken,
+) -> Option<Box<dyn crate::bus::Subscription>> {
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        match bus.subscribe(kind, prefetch).await {
+            Ok(subscription) => {
+                tracing::info!(worker = kind.as_str(), "consumer resubscribed");
+                return Some(subscription);
+            }
+            Err(e) => tracing::warn!(worker = kind.as_str(), error = %error_chain(&e), retry_in_ms = backoff.as_millis() as u64, "failed to resubscribe"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return None,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+}
+
+async fn process(handler: &dyn Handler, delivery: &Delivery) -> Outcome {
+    let worker = handler.kind().as_str();
+    let event = match &delivery.event {
+        Ok(event) => event,
+        Err(reason) => {
+            tracing::warn!(worker, message_id = %delivery.message_id, reason, "undecodable message; parking it");
+            return Outcome::Reject;
+        }
+    };
+    match handler.handle(event).await {
+        Ok(()) => Outcome::Ack,
+        Err(e) if e.retryable => {
+            tracing::warn!(worker, message_id = %delivery.message_id, attempt = delivery.attempt, error = %error_chain(&e), "handler failed; will retry");
+            Outcome::Retry
+        }
+        Err(e) => {
+            tracing::error!(worker, message_id = %delivery.message_id, error = %error_chain(&e), "handler failed permanently; parking message");
+            Outcome::Reject
+        }
+    }
+}
+
+async fn settle(
+    subscription: &mut dyn crate::bus::Subscription,
+    worker: &'static str,
+    done: Result<(Delivery, Outcome), tokio::task::JoinError>,
+) {
+    let (delivery, outcome) = match done {
+        Ok(done) => done,
+        Err(e) => {
+            // Only an abort gets here (panics are caught inside the task); the broker
+            // redelivers an unsettled message when the channel closes.
+            tracing::warn!(worker, error = %e, "handler task ended without settling");
+            return;
+        }
+    };
+    let label = match outcome {
+        Outcome::Ack => "ack",
+        Outcome::Retry => "retry",
+        Outcome::Reject => "reject",
+    };
+    ::metrics::counter!(metrics::EVENTS_CONSUMED, "worker" => worker, "outcome" => label).increment(1);
+    if let Err(e) = subscription.settle(delivery, outcome).await {
+        tracing::warn!(worker, error = %error_chain(&e), "failed to settle delivery; the broker will redeliver it");
+    }
+}
+
+/// Formats an error with its whole source chain, once (STYLE R9, R12).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}

@@ -1,0 +1,248 @@
+//! The transcript store port: L0 turns, sessions and per-consumer cursors.
+//!
+//! Backends: `postgres` (cluster) and `sqlite` (embedded). Both pass the same conformance
+//! suite (`testsuite::transcript_store_suite`).
+//!
+//! # Durability
+//! Every method returns only after its writes are committed. `append` is all or nothing.
+//!
+//! # Concurrency
+//! Appends to one session are serialized by the backend (Postgres: a row lock on the session;
+//! SQLite: one connection, immediate transactions), which is what keeps seqs gapless. Appends
+//! to different sessions do not wait for each other in Postgres.
+//!
+//! # Timestamps
+//! Both backends keep microseconds: a client-supplied `created_at` is truncated to whole
+//! microseconds before it is stored, and what `append` returns is exactly what reads return.
+
+mod postgres;
+mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testsuite;
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use chrono::{DateTime, SubsecRound as _, Utc};
+use uuid::Uuid;
+
+use crate::domain::{AppendedTurn, NewTurn, SessionId, StoredTurn, Tenant};
+
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+/// The cursor name of the L0 index worker.
+pub const INDEX_CONSUMER: &str = "index";
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The session does not exist for this tenant (it may exist for another one).
+    #[error("session not found")]
+    SessionNotFound,
+    /// The backend could not be reached or timed out; the call may succeed later.
+    #[error("transcript store unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The backend rejected the call in a way a retry will not fix.
+    #[error("transcript store failed")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl StoreError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Unavailable(_) => true,
+            Self::SessionNotFound | Self::Backend(_) => false,
+        }
+    }
+}
+
+/// A session with turns past a consumer's cursor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backlog {
+    pub session_id: String,
+    pub tenant: Tenant,
+    pub cursor: i64,
+    pub last_seq: i64,
+}
+
+/// What a consumer has not processed yet, across all sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lag {
+    /// Turns past the consumer's cursors.
+    pub turns: i64,
+    /// Sessions with at least one such turn.
+    pub sessions: i64,
+}
+
+/// Session state as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub last_seq: i64,
+    pub reset_at: Option<DateTime<Utc>>,
+}
+
+#[async_trait]
+pub trait TranscriptStore: Send + Sync + 'static {
+    /// Appends `turns` to a session in one transaction and returns one entry per turn, in
+    /// order. Sequence numbers are per session, start at 1, and are gapless and unique under
+    /// any concurrency. The session is created for `tenant` on first append.
+    ///
+    /// Idempotent on `client_id` within the session: a turn whose key was stored before gets
+    /// the original id, seq and created_at back, and nothing new is written for it.
+    ///
+    /// Fails with `SessionNotFound` when the session belongs to another tenant, and then writes
+    /// nothing. A turn's `created_at` is the client's value (truncated to microseconds) or the
+    /// time of the append. An empty `turns` still claims a new session for `tenant`.
+    async fn append(&self, tenant: &Tenant, session: &SessionId, turns: &[NewTurn]) -> StoreResult<Vec<AppendedTurn>>;
+
+    /// Lists up to `limit` turns with `seq > after_seq`, in seq order. `SessionNotFound`
+    /// when the tenant has no such session.
+    async fn list(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        after_seq: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<StoredTurn>>;
+
+    /// Reads session state; `SessionNotFound` when the tenant has no such session.
+    async fn session(&self, tenant: &Tenant, session: &SessionId) -> StoreResult<SessionInfo>;
+
+    /// Sets the session's reset_at to now and returns it. Deletes nothing.
+    async fn reset(&self, tenant: &Tenant, session: &SessionId) -> StoreResult<DateTime<Utc>>;
+
+    /// Reads the turns with these ids that belong to `tenant`, in no particular order. Ids of
+    /// other tenants' turns, or unknown ids, are silently absent.
+    async fn turns_by_id(&self, tenant: &Tenant, ids: &[Uuid]) -> StoreResult<Vec<StoredTurn>>;
+
+    /// Lists up to `limit` sessions whose turns lie past `consumer`'s cursor, oldest first.
+    async fn backlog(&self, consumer: &str, limit: u32) -> StoreResult<Vec<Backlog>>;
+
+    /// Reads up to `limit` turns of a session past `consumer`'s cursor, in seq order, with the
+    /// cursor they were read at. Not tenant-scoped: for workers only.
+    async fn pending_turns(&self, consumer: &str, session_id: &str, limit: u32) -> StoreResult<(i64, Vec<StoredTurn>)>;
+
+    /// Moves `consumer`'s cursor for a session forward to `seq`. Never moves it back, so a
+    /// late or duplicate advance is harmless.
+    async fn advance_cursor(&self, consumer: &str, session_id: &str, seq: i64) -> StoreResult<()>;
+
+    /// Sums what `consumer` has not processed yet.
+    async fn lag(&self, consumer: &str) -> StoreResult<Lag>;
+
+    /// Checks that the backend answers.
+    async fn ping(&self) -> StoreResult<()>;
+}
+
+/// Truncates a timestamp to the microsecond precision both backends store.
+pub(crate) fn truncate_to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
+    at.trunc_subsecs(6)
+}
+
+/// What one append writes, worked out once the session is locked.
+#[derive(Debug)]
+pub(crate) struct AppendPlan {
+    /// One entry per requested turn, in request order.
+    pub results: Vec<AppendedTurn>,
+    /// The turns to insert, as (index into the request, what to store).
+    pub new_turns: Vec<(usize, AppendedTurn)>,
+    /// The session's last seq after the append.
+    pub last_seq: i64,
+}
+
+/// Assigns ids and seqs to an append. `stored` maps the client ids of the request that the
+/// session already holds to their turns; a client id repeated within the request maps to the
+/// turn of its first occurrence. `now` is the created_at of turns that bring none.
+pub(crate) fn plan_append(
+    turns: &[NewTurn],
+    last_seq: i64,
+    now: DateTime<Utc>,
+    mut stored: HashMap<String, AppendedTurn>,
+) -> AppendPlan {
+    let now = truncate_to_micros(now);
+    let mut results = Vec::with_capacity(turns.len());
+    let mut new_turns = Vec::new();
+    let mut seq = last_seq;
+    for (index, turn) in turns.iter().enumerate() {
+        if let Some(known) = turn.client_id.as_ref().and_then(|key| stored.get(key)) {
+            results.push(known.clone());
+            continue;
+        }
+        seq += 1;
+        let appended = AppendedTurn {
+            id: Uuid::new_v4(),
+            seq,
+            created_at: turn.created_at.map_or(now, truncate_to_micros),
+        };
+        if let Some(key) = &turn.client_id {
+            stored.insert(key.clone(), appended.clone());
+        }
+        results.push(appended.clone());
+        new_turns.push((index, appended));
+    }
+    AppendPlan {
+        results,
+        new_turns,
+        last_seq: seq,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone as _;
+
+    use super::*;
+    use crate::domain::Role;
+
+    fn turn(client_id: Option<&str>) -> NewTurn {
+        NewTurn {
+            role: Role::User,
+            content: "hi".to_owned(),
+            metadata: serde_json::Map::new(),
+            client_id: client_id.map(str::to_owned),
+            created_at: None,
+        }
+    }
+
+    #[test]
+    fn plan_numbers_new_turns_after_last_seq() {
+        let now = Utc::now();
+        let plan = plan_append(&[turn(None), turn(Some("a"))], 7, now, HashMap::new());
+        let seqs: Vec<i64> = plan.results.iter().map(|t| t.seq).collect();
+        assert_eq!(seqs, [8, 9]);
+        assert_eq!(plan.last_seq, 9);
+        assert_eq!(plan.new_turns.len(), 2);
+        assert_eq!(plan.results[0].created_at, truncate_to_micros(now));
+    }
+
+    #[test]
+    fn plan_reuses_stored_and_repeated_client_ids() {
+        let old = AppendedTurn {
+            id: Uuid::new_v4(),
+            seq: 3,
+            created_at: Utc::now(),
+        };
+        let stored = HashMap::from([("old".to_owned(), old.clone())]);
+        let turns = [turn(Some("new")), turn(Some("old")), turn(Some("new")), turn(None)];
+        let plan = plan_append(&turns, 5, Utc::now(), stored);
+        assert_eq!(plan.results[1], old);
+        assert_eq!(plan.results[0], plan.results[2]);
+        assert_eq!(plan.results[0].seq, 6);
+        assert_eq!(plan.results[3].seq, 7);
+        let inserted: Vec<usize> = plan.new_turns.iter().map(|(i, _)| *i).collect();
+        assert_eq!(inserted, [0, 3]);
+        assert_eq!(plan.last_seq, 7);
+    }
+
+    #[test]
+    fn client_timestamps_are_truncated_to_micros() {
+        let at = Utc.timestamp_opt(1_700_000_000, 123_456_789).unwrap();
+        let mut with_time = turn(None);
+        with_time.created_at = Some(at);
+        let plan = plan_append(&[with_time], 0, Utc::now(), HashMap::new());
+        assert_eq!(plan.results[0].created_at.timestamp_subsec_nanos(), 123_456_000);
+        let before_epoch = Utc.timestamp_opt(-1, 999_999_999).unwrap();
+        assert_eq!(truncate_to_micros(before_epoch).timestamp_micros(), -1);
+    }
+}

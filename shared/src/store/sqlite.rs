@@ -1,0 +1,515 @@
+//! The embedded backend of the transcript store: one SQLite file (rusqlite, bundled).
+//!
+//! The schema is `sqlite/schema.sql`, applied idempotently by [`SqliteStore::open`]. The file
+//! runs in WAL mode with foreign keys on and `synchronous = FULL`, so a call returns only after
+//! its commit is durable.
+//!
+//! # Concurrency
+//! rusqlite is synchronous: every call runs on `tokio::task::spawn_blocking` and takes the one
+//! connection behind a `std::sync::Mutex`. Calls are therefore serialized within the process,
+//! and `append` also opens an immediate (write-locking) transaction, which keeps seqs gapless
+//! even if another process writes the same file. A lock held too long by another process
+//! surfaces as `StoreError::Unavailable` once the busy timeout expires.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension as _, TransactionBehavior};
+use tracing::instrument;
+use uuid::Uuid;
+
+use super::{plan_append, truncate_to_micros, Backlog, Lag, SessionInfo, StoreError, StoreResult, TranscriptStore};
+use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, Tenant};
+
+const SCHEMA: &str = include_str!("sqlite/schema.sql");
+/// Recorded in `PRAGMA user_version`; a file written by a newer schema is refused.
+const SCHEMA_VERSION: i64 = 1;
+/// How long a call waits for another process's lock before it gives up as `Unavailable`.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+mod sql {
+    pub const CLAIM_SESSION: &str = "INSERT INTO sessions \
+         (session_id, team_id, agent_id, user_id, last_seq, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5) ON CONFLICT (session_id) DO NOTHING";
+    pub const SESSION_OWNER: &str = "SELECT team_id, agent_id, user_id, last_seq FROM sessions WHERE session_id = ?1";
+    pub const STORED_CLIENT_IDS: &str = "SELECT client_id, id, seq, created_at FROM messages \
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4 \
+         AND client_id IN (SELECT value FROM json_each(?5))";
+    pub const INSERT_TURN: &str = "INSERT INTO messages \
+         (id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+    pub const UPDATE_SESSION: &str = "UPDATE sessions SET last_seq = ?2, updated_at = ?3 WHERE session_id = ?1";
+    pub const SESSION_INFO: &str = "SELECT last_seq, reset_at FROM sessions \
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
+    pub const LIST_TURNS: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
+         content, metadata, client_id, created_at FROM messages \
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4 AND seq > ?5 \
+         ORDER BY seq LIMIT ?6";
+    pub const RESET_SESSION: &str = "UPDATE sessions SET reset_at = ?5, updated_at = ?5 \
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
+    pub const TURNS_BY_ID: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
+         content, metadata, client_id, created_at FROM messages \
+         WHERE id IN (SELECT value FROM json_each(?1)) \
+         AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
+    pub const BACKLOG: &str = "SELECT s.session_id, s.team_id, s.agent_id, s.user_id, s.last_seq, \
+         COALESCE(c.seq, 0) AS cursor_seq FROM sessions s \
+         LEFT JOIN cursors c ON c.consumer = ?1 AND c.session_id = s.session_id \
+         WHERE s.last_seq > COALESCE(c.seq, 0) ORDER BY s.updated_at, s.session_id LIMIT ?2";
+    pub const CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = ?1 AND session_id = ?2";
+    pub const PENDING_TURNS: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
+         content, metadata, client_id, created_at FROM messages \
+         WHERE session_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+    pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
+         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, session_id) DO UPDATE \
+         SET seq = MAX(cursors.seq, excluded.seq), updated_at = excluded.updated_at";
+    pub const LAG: &str = "SELECT COALESCE(SUM(s.last_seq - COALESCE(c.seq, 0)), 0) AS turns, \
+         COUNT(*) AS sessions FROM sessions s \
+         LEFT JOIN cursors c ON c.consumer = ?1 AND c.session_id = s.session_id \
+         WHERE s.last_seq > COALESCE(c.seq, 0)";
+}
+
+/// The transcript store in one SQLite file. Cheap to clone: clones share the connection.
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").finish_non_exhaustive()
+    }
+}
+
+/// What can go wrong inside a blocking call; turned into a `StoreError` at the boundary.
+enum Failure {
+    SessionNotFound,
+    Sqlite(rusqlite::Error),
+    Corrupt(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::Sqlite(error)
+    }
+}
+
+type Outcome<T> = Result<T, Failure>;
+
+impl SqliteStore {
+    /// Opens the database file at `path`, creating it (and its parent directory) if needed,
+    /// switches it to WAL mode, and creates the schema unless it is there. Idempotent. The
+    /// file I/O runs on the blocking pool.
+    #[instrument(skip_all, fields(path = %path.display()))]
+    pub async fn open(path: &Path) -> StoreResult<Self> {
+        let path = path.to_owned();
+        let conn = tokio::task::spawn_blocking(move || open_connection(&path))
+            .await
+            .map_err(|e| StoreError::Backend(Box::new(e)))?
+            .map_err(store_error)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Runs `call` with the connection on the blocking pool.
+    async fn run<T, F>(&self, call: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Outcome<T> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            // A panic mid-call rolled its transaction back when the guard unwound, so the
+            // connection is still sound: ignore the poison.
+            let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+            call(&mut conn)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(Box::new(e)))?
+        .map_err(store_error)
+    }
+}
+
+fn open_connection(path: &Path) -> Outcome<Connection> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| Failure::Corrupt(Box::new(e)))?;
+    }
+    let mut conn = Connection::open(path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        tracing::warn!(journal_mode = %mode, "sqlite store is not in WAL mode");
+    }
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.set_prepared_statement_cache_capacity(64);
+
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(Failure::Corrupt(
+            format!("schema version {version} is newer than this build ({SCHEMA_VERSION})").into(),
+        ));
+    }
+    tx.execute_batch(SCHEMA)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(conn)
+}
+
+#[async_trait]
+impl TranscriptStore for SqliteStore {
+    #[instrument(skip_all, fields(session_id = %session, turns = turns.len()))]
+    async fn append(&self, tenant: &Tenant, session: &SessionId, turns: &[NewTurn]) -> StoreResult<Vec<AppendedTurn>> {
+        let tenant = tenant.clone();
+        let session_id = session.as_str().to_owned();
+        let turns = turns.to_vec();
+        self.run(move |conn| append(conn, &tenant, &session_id, &turns)).await
+    }
+
+    #[instrument(skip_all, fields(session_id = %session, after_seq = after_seq, limit = limit))]
+    async fn list(
+        &self,
+        tenant: &Tenant,
+        session: &SessionId,
+        after_seq: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<StoredTurn>> {
+        let tenant = tenant.clone();
+        let session_id = session.as_str().to_owned();
+        self.run(move |conn| {
+            let tx = conn.transaction()?;
+            session_info(&tx, &tenant, &session_id)?;
+            let mut stmt = tx.prepare_cached(sql::LIST_TURNS)?;
+            let rows = stmt.query(params![
+                session_id,
+                tenant.team,
+                tenant.agent,
+                tenant.user,
+                after_seq,
+                i64::from(limit)
+            ])?;
+            stored_turns(rows)
+        })
+        .await
+    }
+
+    #[instrument(skip_all, fields(session_id = %session))]
+    async fn session(&self, tenant: &Tenant, session: &SessionId) -> StoreResult<SessionInfo> {
+        let tenant = tenant.clone();
+        let session_id = session.as_str().to_owned();
+        self.run(move |conn| session_info(conn, &tenant, &session_id)).await
+    }
+
+    #[instrument(skip_all, fields(session_id = %session))]
+    async fn reset(&self, tenant: &Tenant, session: &SessionId) -> StoreResult<DateTime<Utc>> {
+        let tenant = tenant.clone();
+        let session_id = session.as_str().to_owned();
+        self.run(move |conn| {
+            let now = truncate_to_micros(Utc::now());
+            let updated = conn.prepare_cached(sql::RESET_SESSION)?.execute(params![
+                session_id,
+                tenant.team,
+                tenant.agent,
+                tenant.user,
+                now.timestamp_micros()
+            ])?;
+            if updated == 0 {
+                return Err(Failure::SessionNotFound);
+            }
+            Ok(now)
+        })
+        .await
+    }
+
+    #[instrument(skip_all, fields(ids = ids.len()))]
+    async fn turns_by_id(&self, tenant: &Tenant, ids: &[Uuid]) -> StoreResult<Vec<StoredTurn>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tenant = tenant.clone();
+        let ids = json_array(ids.iter().map(Uuid::to_string)).map_err(StoreError::Backend)?;
+        self.run(move |conn| {
+            let mut stmt = conn.prepare_cached(sql::TURNS_BY_ID)?;
+            let rows = stmt.query(params![ids, tenant.team, tenant.agent, tenant.user])?;
+            stored_turns(rows)
+        })
+        .await
+    }
+
+    #[instrument(skip_all, fields(consumer = consumer, limit = limit))]
+    async fn backlog(&self, consumer: &str, limit: u32) -> StoreResult<Vec<Backlog>> {
+        let consumer = consumer.to_owned();
+        self.run(move |conn| {
+            let mut stmt = conn.prepare_cached(sql::BACKLOG)?;
+            let mut rows = stmt.query(params![consumer, i64::from(limit)])?;
+            let mut backlog = Vec::new();
+            while let Some(row) = rows.next()? {
+                backlog.push(Backlog {
+                    session_id: row.get("session_id")?,
+                    tenant: tenant_of(row)?,
+                    cursor: row.get("cursor_seq")?,
+                    last_seq: row.get("last_seq")?,
+                });
+            }
+            Ok(backlog)
+        })
+        .await
+    }
+
+    #[instrument(skip_all, fields(consumer = consumer, session_id = session_id, limit = limit))]
+    async fn pending_turns(&self, consumer: &str, session_id: &str, limit: u32) -> StoreResult<(i64, Vec<StoredTurn>)> {
+        let consumer = consumer.to_owned();
+        let session_id = session_id.to_owned();
+        self.run(move |conn| {
+            let tx = conn.transaction()?;
+            let cursor: i64 = tx
+                .prepare_cached(sql::CURSOR)?
+                .query_row(params![consumer, session_id], |row| row.get("seq"))
+                .optional()?
+                .unwrap_or(0);
+            let mut stmt = tx.prepare_cached(sql::PENDING_TURNS)?;
+            let rows = stmt.query(params![session_id, cursor, i64::from(limit)])?;
+            Ok((cursor, stored_turns(rows)?))
+        })
+        .await
+    }
+
+    #[instrument(skip_all, fields(consumer = consumer, session_id = session_id, seq = seq))]
+    async fn advance_cursor(&self, consumer: &str, session_id: &str, seq: i64) -> StoreResult<()> {
+        let consumer = consumer.to_owned();
+        let session_id = session_id.to_owned();
+        self.run(move |conn| {
+            let now = Utc::now().timestamp_micros();
+            conn.prepare_cached(sql::ADVANCE_CURSOR)?
+                .execute(params![consumer, session_id, seq, now])?;
+            Ok(())
+        })
+        .await
+    }
+
+    #[instrument(skip_all, fields(consumer = consumer))]
+    async fn lag(&self, consumer: &str) -> StoreResult<Lag> {
+        let consumer = consumer.to_owned();
+        self.run(move |conn| {
+            let lag = conn.prepare_cached(sql::LAG)?.query_row(params![consumer], |row| {
+                Ok(Lag {
+                    turns: row.get("turns")?,
+                    sessions: row.get("sessions")?,
+                })
+            })?;
+            Ok(lag)
+        })
+        .await
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.run(|conn| {
+            conn.prepare_cached("SELECT 1")?
+                .query_row([], |row| row.get::<_, i64>(0))?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// The whole append, in one immediate transaction; dropping `tx` on any error rolls it back.
+fn append(conn: &mut Connection, tenant: &Tenant, session_id: &str, turns: &[NewTurn]) -> Outcome<Vec<AppendedTurn>> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = truncate_to_micros(Utc::now());
+    tx.prepare_cached(sql::CLAIM_SESSION)?.execute(params![
+        session_id,
+        tenant.team,
+        tenant.agent,
+        tenant.user,
+        now.timestamp_micros()
+    ])?;
+    let (owner, last_seq) = tx
+        .prepare_cached(sql::SESSION_OWNER)?
+        .query_row(params![session_id], |row| {
+            Ok((tenant_of(row)?, row.get::<_, i64>("last_seq")?))
+        })?;
+    if owner != *tenant {
+        return Err(Failure::SessionNotFound);
+    }
+
+    let client_ids: Vec<&str> = turns.iter().filter_map(|t| t.client_id.as_deref()).collect();
+    let mut stored = HashMap::new();
+    if !client_ids.is_empty() {
+        let mut stmt = tx.prepare_cached(sql::STORED_CLIENT_IDS)?;
+        let mut rows = stmt.query(params![
+            session_id,
+            tenant.team,
+            tenant.agent,
+            tenant.user,
+            json_array(client_ids).map_err(Failure::Corrupt)?
+        ])?;
+        while let Some(row) = rows.next()? {
+            let turn = AppendedTurn {
+                id: uuid_of(row, "id")?,
+                seq: row.get("seq")?,
+                created_at: time_of(row.get("created_at")?)?,
+            };
+            stored.insert(row.get::<_, String>("client_id")?, turn);
+        }
+    }
+
+    let plan = plan_append(turns, last_seq, now, stored);
+    if !plan.new_turns.is_empty() {
+        let mut insert = tx.prepare_cached(sql::INSERT_TURN)?;
+        for (index, appended) in &plan.new_turns {
+            let turn = &turns[*index];
+            let metadata = serde_json::to_string(&turn.metadata).map_err(|e| Failure::Corrupt(Box::new(e)))?;
+            insert.execute(params![
+                appended.id.to_string(),
+                session_id,
+                tenant.team,
+                tenant.agent,
+                tenant.user,
+                appended.seq,
+                turn.role.as_str(),
+                turn.content,
+                metadata,
+                turn.client_id,
+                appended.created_at.timestamp_micros()
+            ])?;
+        }
+        drop(insert);
+        tx.prepare_cached(sql::UPDATE_SESSION)?
+            .execute(params![session_id, plan.last_seq, now.timestamp_micros()])?;
+    }
+    tx.commit()?;
+    Ok(plan.results)
+}
+
+fn session_info(conn: &Connection, tenant: &Tenant, session_id: &str) -> Outcome<SessionInfo> {
+    let row = conn
+        .prepare_cached(sql::SESSION_INFO)?
+        .query_row(params![session_id, tenant.team, tenant.agent, tenant.user], |row| {
+            Ok((row.get::<_, i64>("last_seq")?, row.get::<_, Option<i64>>("reset_at")?))
+        })
+        .optional()?;
+    let (last_seq, reset_at) = row.ok_or(Failure::SessionNotFound)?;
+    Ok(SessionInfo {
+        last_seq,
+        reset_at: reset_at.map(time_of).transpose()?,
+    })
+}
+
+fn tenant_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Tenant> {
+    Ok(Tenant {
+        team: row.get("team_id")?,
+        agent: row.get("agent_id")?,
+        user: row.get("user_id")?,
+    })
+}
+
+fn stored_turns(mut rows: rusqlite::Rows<'_>) -> Outcome<Vec<StoredTurn>> {
+    let mut turns = Vec::new();
+    while let Some(row) = rows.next()? {
+        let role: String = row.get("role")?;
+        let metadata: String = row.get("metadata")?;
+        turns.push(StoredTurn {
+            id: uuid_of(row, "id")?,
+            tenant: tenant_of(row)?,
+            session_id: row.get("session_id")?,
+            seq: row.get("seq")?,
+            role: Role::parse(&role).map_err(|e| Failure::Corrupt(Box::new(e)))?,
+            content: row.get("content")?,
+            metadata: serde_json::from_str(&metadata).map_err(|e| Failure::Corrupt(Box::new(e)))?,
+            client_id: row.get("client_id")?,
+            created_at: time_of(row.get("created_at")?)?,
+        });
+    }
+    Ok(turns)
+}
+
+fn uuid_of(row: &rusqlite::Row<'_>, column: &str) -> Outcome<Uuid> {
+    let text: String = row.get(column)?;
+    Uuid::parse_str(&text).map_err(|e| Failure::Corrupt(Box::new(e)))
+}
+
+fn time_of(micros: i64) -> Outcome<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(micros)
+        .ok_or_else(|| Failure::Corrupt(format!("timestamp {micros} out of range").into()))
+}
+
+/// Encodes values as a JSON array, the one way to pass a list to SQLite (`json_each`).
+fn json_array<I, S>(values: I) -> Result<String, Box<dyn std::error::Error + Send + Sync>>
+where
+    I: IntoIterator<Item = S>,
+    S: serde::Serialize,
+{
+    Ok(serde_json::to_string(&values.into_iter().collect::<Vec<_>>())?)
+}
+
+fn store_error(failure: Failure) -> StoreError {
+    match failure {
+        Failure::SessionNotFound => StoreError::SessionNotFound,
+        Failure::Sqlite(error) if is_busy(&error) => StoreError::Unavailable(Box::new(error)),
+        Failure::Sqlite(error) => StoreError::Backend(Box::new(error)),
+        Failure::Corrupt(error) => StoreError::Backend(error),
+    }
+}
+
+/// Another connection holds the lock past the busy timeout: a retry may succeed.
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error,
+        rusqlite::Error::SqliteFailure(e, _)
+            if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(code: i32) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+    }
+
+    #[test]
+    fn busy_is_retryable_and_constraints_are_not() {
+        assert!(store_error(Failure::Sqlite(failure(rusqlite::ffi::SQLITE_BUSY))).is_retryable());
+        assert!(store_error(Failure::Sqlite(failure(rusqlite::ffi::SQLITE_LOCKED))).is_retryable());
+        let constraint = store_error(Failure::Sqlite(failure(rusqlite::ffi::SQLITE_CONSTRAINT)));
+        assert!(matches!(constraint, StoreError::Backend(_)));
+    }
+
+    #[test]
+    fn schema_refuses_nul_in_content() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        conn.execute(
+            "INSERT INTO sessions (session_id, team_id, agent_id, user_id, created_at, updated_at) \
+             VALUES ('s', 't', 'a', 'u', 0, 0)",
+            [],
+        )
+        .unwrap();
+        let insert = |content: &str| {
+            conn.execute(
+                sql::INSERT_TURN,
+                params![
+                    Uuid::new_v4().to_string(),
+                    "s",
+                    "t",
+                    "a",
+                    "u",
+                    1,
+                    "user",
+                    content,
+                    "{}",
+                    None::<String>,
+                    0
+                ],
+            )
+        };
+        assert!(insert("a\0b").is_err());
+        assert!(insert("ab").is_ok());
+    }
+}

@@ -1,0 +1,251 @@
+//! `TestApp`: the real API (and its in-process index worker) on 127.0.0.1:0 over real
+//! backends — SQLite + in-process queue + Qdrant Edge (embedded), or a fresh Postgres database
+//! + RabbitMQ with unique names + Qdrant Edge (cluster). Everything is torn down on drop.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, RequestBuilder, Response};
+use serde_json::{json, Value};
+use shared::backends::Backends;
+use shared::bus::{BusResult, Event, EventBus, Subscription, WorkerKind};
+use shared::config::Settings;
+use shared::domain::Tenant;
+use shared::index::PointKind;
+use shared::indexer::Indexer;
+use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat, IndexHandler};
+use shared::store::INDEX_CONSUMER;
+use tokio_util::sync::CancellationToken;
+
+use crate::amqp::TestBroker;
+use crate::pg::TestDb;
+
+/// Which deployment a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Embedded,
+    Cluster,
+}
+
+/// Both deployments, for tests that must hold in each.
+pub const MODES: [Mode; 2] = [Mode::Embedded, Mode::Cluster];
+
+pub struct TestApp {
+    pub mode: Mode,
+    pub base: String,
+    pub client: Client,
+    pub backends: Backends,
+    pub settings: Settings,
+    shutdown: CancellationToken,
+    server: Option<api::Server>,
+    _dir: tempfile::TempDir,
+    _db: Option<TestDb>,
+    _broker: Option<TestBroker>,
+}
+
+/// Options a test may change before start.
+#[derive(Default, Clone)]
+pub struct Options {
+    /// Extra `SEDIMENT_*` settings (without the prefix).
+    pub env: Vec<(&'static str, String)>,
+    /// Start without the in-process index worker (as if the worker were down).
+    pub no_worker: bool,
+    /// Lose every event the API publishes (as if the broker dropped them).
+    pub lose_events: bool,
+}
+
+/// Wraps a real bus and loses every published event, reporting success: the worst a broker
+/// can do to a hint. Consuming goes to the real bus.
+struct LosingBus(Arc<dyn EventBus>);
+
+#[async_trait::async_trait]
+impl EventBus for LosingBus {
+    async fn publish(&self, _event: &Event) -> BusResult<()> {
+        Ok(())
+    }
+    async fn subscribe(&self, kind: WorkerKind, prefetch: u16) -> BusResult<Box<dyn Subscription>> {
+        self.0.subscribe(kind, prefetch).await
+    }
+    async fn depth(&self, kind: WorkerKind) -> BusResult<Option<u64>> {
+        self.0.depth(kind).await
+    }
+    async fn ping(&self) -> BusResult<()> {
+        self.0.ping().await
+    }
+}
+
+impl TestApp {
+    pub async fn start(mode: Mode) -> Self {
+        Self::with(mode, Options::default()).await
+    }
+
+    pub async fn with(mode: Mode, options: Options) -> Self {
+        let dir = tempfile::tempdir().expect("create temp dir");
+        let mut env: HashMap<String, String> = HashMap::new();
+        env.insert("DATA_DIR".into(), dir.path().join("data").display().to_string());
+        env.insert("INDEX_DIR".into(), dir.path().join("index").display().to_string());
+        env.insert("WORKER_SWEEP_INTERVAL_MS".into(), "200".into());
+        env.insert("WORKER_RETRY_DELAY_MS".into(), "100".into());
+        env.insert("SHUTDOWN_DEADLINE_MS".into(), "5000".into());
+        let (db, broker) = match mode {
+            Mode::Embedded => (None, None),
+            Mode::Cluster => {
+                let db = TestDb::create().await;
+                let broker = TestBroker::start("app").await;
+                let amqp = broker.settings();
+                env.insert("DATABASE_URL".into(), db.url.clone());
+                env.insert("AMQP_URL".into(), amqp.url);
+                env.insert("AMQP_PREFIX".into(), amqp.prefix);
+                (Some(db), Some(broker))
+            }
+        };
+        for (k, v) in &options.env {
+            env.insert((*k).to_owned(), v.clone());
+        }
+        let settings = Settings::from_map(&env).expect("valid test settings");
+        let mut backends = Backends::connect(&settings).await.expect("connect test backends");
+        if options.no_worker {
+            backends.api_runs_index_worker = false;
+        }
+        if options.lose_events {
+            backends.bus = Arc::new(LosingBus(backends.bus.clone()));
+        }
+        let shutdown = CancellationToken::new();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind test listener");
+        let server = api::start(listener, backends.clone(), &settings, shutdown.clone())
+            .await
+            .expect("start the api");
+        let base = format!("http://{}", server.addr);
+        Self {
+            mode,
+            base,
+            client: Client::new(),
+            backends,
+            settings,
+            shutdown,
+            server: Some(server),
+            _dir: dir,
+            _db: db,
+            _broker: broker,
+        }
+    }
+
+    /// Stops the server and its workers gracefully and waits for them.
+    pub async fn stop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(server) = self.server.take() {
+            server.wait().await.expect("server stops cleanly");
+        }
+    }
+
+    /// Starts an index worker on this app's backends (as a separate worker process would).
+    pub fn spawn_index_worker(&self) -> CancellationToken {
+        let token = self.shutdown.child_token();
+        let indexer = Indexer::new(
+            self.backends.store.clone(),
+            self.backends.index.clone(),
+            self.settings.worker.batch_size,
+        );
+        tokio::spawn(run_consumer(
+            self.backends.bus.clone(),
+            Arc::new(IndexHandler(indexer)),
+            ConsumerSettings {
+                prefetch: self.settings.worker.prefetch,
+                sweep_interval: self.settings.worker.sweep_interval,
+                shutdown_deadline: self.settings.shutdown_deadline,
+            },
+            Arc::new(Heartbeat::default()),
+            token.clone(),
+        ));
+        token
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// A request carrying the tenant headers.
+    pub fn req(&self, method: reqwest::Method, path: &str, tenant: &Tenant) -> RequestBuilder {
+        self.client
+            .request(method, self.url(path))
+            .header(api::TEAM_HEADER, &tenant.team)
+            .header(api::AGENT_HEADER, &tenant.agent)
+            .header(api::USER_HEADER, &tenant.user)
+    }
+
+    pub async fn append(&self, tenant: &Tenant, session: &str, messages: Value) -> Response {
+        self.req(reqwest::Method::POST, &format!("/v1/sessions/{session}/messages"), tenant)
+            .json(&json!({ "messages": messages }))
+            .send()
+            .await
+            .expect("send append")
+    }
+
+    /// Appends and asserts 201; returns the response body.
+    pub async fn append_ok(&self, tenant: &Tenant, session: &str, messages: Value) -> Value {
+        let response = self.append(tenant, session, messages).await;
+        let status = response.status();
+        let body: Value = response.json().await.expect("json body");
+        assert_eq!(status, 201, "append failed: {body}");
+        body
+    }
+
+    pub async fn list(&self, tenant: &Tenant, session: &str, query: &str) -> Response {
+        self.req(reqwest::Method::GET, &format!("/v1/sessions/{session}/messages{query}"), tenant)
+            .send()
+            .await
+            .expect("send list")
+    }
+
+    pub async fn search(&self, tenant: &Tenant, body: Value) -> Response {
+        self.req(reqwest::Method::POST, "/v1/conversations/search", tenant)
+            .json(&body)
+            .send()
+            .await
+            .expect("send search")
+    }
+
+    /// Searches and returns the items' contents, asserting 200.
+    pub async fn search_contents(&self, tenant: &Tenant, query: &str) -> Vec<String> {
+        let response = self.search(tenant, json!({ "query": query, "limit": 20 })).await;
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await.expect("json body");
+        body["items"]
+            .as_array()
+            .expect("items array")
+            .iter()
+            .map(|i| i["content"].as_str().expect("content").to_owned())
+            .collect()
+    }
+
+    /// Waits until nothing is left to index, or panics after `timeout`.
+    pub async fn wait_indexed(&self, timeout: Duration) {
+        let start = Instant::now();
+        loop {
+            let lag = self.backends.store.lag(INDEX_CONSUMER).await.expect("read lag");
+            if lag.turns == 0 {
+                return;
+            }
+            assert!(start.elapsed() < timeout, "index lag still {lag:?} after {timeout:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Points of a tenant's turns in the index.
+    pub async fn indexed_count(&self, tenant: &Tenant) -> u64 {
+        self.backends.index.count(tenant, PointKind::Turn).await.expect("count points")
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A tenant with unique ids, so tests never share data even on shared backends.
+pub fn tenant() -> Tenant {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    Tenant { team: format!("team-{id}"), agent: "agent-1".into(), user: "user-1".into() }
+}

@@ -1,0 +1,146 @@
+//! Ingest and conversation-search benchmark against real backends, in either deployment.
+//!
+//! ```sh
+//! cargo run --release -p integration-tests --bin bench -- embedded
+//! cargo run --release -p integration-tests --bin bench -- cluster   # needs Postgres + RabbitMQ
+//! ```
+//!
+//! Ingest: for 1, 16 and 64 concurrent clients, each sends append requests of `BATCH` turns to
+//! its own session for `SECONDS`; reports request latency p50/p99 and turns/s, then the time
+//! until the index caught up (index lag). Search: loads `SEARCH_TURNS` turns into one tenant
+//! and times `SEARCH_QUERIES` queries.
+
+use std::time::{Duration, Instant};
+
+use integration_tests::app::{tenant, Mode, Options, TestApp};
+use serde_json::{json, Value};
+use shared::store::INDEX_CONSUMER;
+
+const SECONDS: u64 = 10;
+const BATCH: usize = 10;
+const SEARCH_TURNS: usize = 100_000;
+const SEARCH_QUERIES: usize = 2_000;
+
+const WORDS: &[&str] = &[
+    "database", "index", "replica", "backup", "latency", "query", "schema", "migration", "订单", "用户", "索引",
+    "慢查询", "北京", "上海", "deploy", "rollback", "cache", "timeout", "partition", "vacuum", "kafka", "rabbit",
+];
+
+fn sentence(seed: usize) -> String {
+    let mut x = seed.wrapping_mul(2654435761) ^ 0x9e3779b9;
+    let mut words = Vec::with_capacity(12);
+    for _ in 0..12 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        words.push(WORDS[x % WORDS.len()]);
+    }
+    format!("{} #{seed}", words.join(" "))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+async fn ingest(app: &TestApp, clients: usize) {
+    let t = tenant();
+    let deadline = Instant::now() + Duration::from_secs(SECONDS);
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..clients {
+        let (client, base, t) = (app.client.clone(), app.base.clone(), t.clone());
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            let mut n = 0usize;
+            while Instant::now() < deadline {
+                let turns: Vec<Value> =
+                    (0..BATCH).map(|i| json!({"role": "user", "content": sentence(c * 1_000_000 + n + i)})).collect();
+                n += BATCH;
+                let start = Instant::now();
+                let r = client
+                    .post(format!("{base}/v1/sessions/bench-{c}/messages"))
+                    .header(api::TEAM_HEADER, &t.team)
+                    .header(api::AGENT_HEADER, &t.agent)
+                    .header(api::USER_HEADER, &t.user)
+                    .json(&json!({ "messages": turns }))
+                    .send()
+                    .await
+                    .expect("send");
+                assert_eq!(r.status(), 201);
+                latencies.push(start.elapsed());
+            }
+            latencies
+        });
+    }
+    let mut latencies = Vec::new();
+    while let Some(l) = tasks.join_next().await {
+        latencies.extend(l.expect("client"));
+    }
+    let ingest_end = Instant::now();
+    latencies.sort_unstable();
+    let turns = latencies.len() * BATCH;
+    let lag_at_end = app.backends.store.lag(INDEX_CONSUMER).await.expect("lag").turns;
+    app.wait_indexed(Duration::from_secs(600)).await;
+    let catch_up = ingest_end.elapsed();
+    println!(
+        "{:?} ingest clients={clients:>2} batch={BATCH}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0} | index lag at end={lag_at_end} turns, caught up {:.2}s later",
+        app.mode,
+        latencies.len(),
+        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+        turns as f64 / SECONDS as f64,
+        catch_up.as_secs_f64(),
+    );
+}
+
+async fn search(app: &TestApp) {
+    let t = tenant();
+    let load = Instant::now();
+    for chunk in 0..SEARCH_TURNS / 1_000 {
+        let turns: Vec<Value> =
+            (0..1_000).map(|i| json!({"role": "user", "content": sentence(chunk * 1_000 + i)})).collect();
+        app.append_ok(&t, &format!("search-{}", chunk % 50), Value::Array(turns)).await;
+    }
+    app.wait_indexed(Duration::from_secs(1_200)).await;
+    println!("{:?} loaded {SEARCH_TURNS} turns in {:.1}s", app.mode, load.elapsed().as_secs_f64());
+    let mut latencies = Vec::with_capacity(SEARCH_QUERIES);
+    for q in 0..SEARCH_QUERIES {
+        let a = WORDS[q % WORDS.len()];
+        let b = WORDS[(q * 7 + 3) % WORDS.len()];
+        let start = Instant::now();
+        let r = app.search(&t, json!({"query": format!("{a} {b}"), "limit": 10})).await;
+        assert_eq!(r.status(), 200);
+        let _: Value = r.json().await.expect("json");
+        latencies.push(start.elapsed());
+    }
+    latencies.sort_unstable();
+    println!(
+        "{:?} search over {SEARCH_TURNS} turns (HTTP round trip, limit 10): p50={:.2}ms p99={:.2}ms",
+        app.mode,
+        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let mode = match std::env::args().nth(1).as_deref() {
+        Some("cluster") => Mode::Cluster,
+        Some("embedded") | None => Mode::Embedded,
+        Some(other) => panic!("unknown mode {other:?}; use embedded or cluster"),
+    };
+    let what = std::env::args().nth(2).unwrap_or_else(|| "all".into());
+    let options = Options { env: vec![("WORKER_SWEEP_INTERVAL_MS", "1000".into())], ..Options::default() };
+    let app = TestApp::with(mode, options).await;
+    if what == "all" || what == "ingest" {
+        for clients in [1, 16, 64] {
+            ingest(&app, clients).await;
+        }
+    }
+    if what == "all" || what == "search" {
+        search(&app).await;
+    }
+}

@@ -1,0 +1,7 @@
+//! Test harness for sediment's integration tests: per-test Postgres databases, unique queue
+//! and index names, and an in-process API. Every resource a test makes is its own, so tests
+//! run in parallel without seeing each other's data.
+
+pub mod amqp;
+pub mod app;
+pub mod pg;

@@ -1,0 +1,167 @@
+//! The `SearchIndex` conformance suite on every backend, plus what only the embedded backend
+//! promises: reopening a directory and optimizing in the background.
+
+use std::time::{Duration, Instant};
+
+use shared::index::testsuite::{self, assert_all_searchable, bulk_points, unique_tenant};
+use shared::index::{EdgeIndex, SearchIndex};
+
+/// Upserts between two optimizer runs in these tests: small, so that the suite crosses it.
+const OPTIMIZE_EVERY: usize = 500;
+
+fn open(dir: &tempfile::TempDir) -> EdgeIndex {
+    EdgeIndex::open(dir.path(), OPTIMIZE_EVERY).expect("open edge index")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_backend_passes_the_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = open(&dir);
+    testsuite::search_index_suite(&index).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qdrant_server_backend_passes_the_suite() {
+    if std::env::var_os("QDRANT_URL").is_none() {
+        eprintln!("index conformance: Qdrant server backend SKIPPED (QDRANT_URL not set)");
+        return;
+    }
+    panic!("QDRANT_URL is set but the Qdrant server backend not implemented yet");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_points_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = unique_tenant();
+    let points = bulk_points(&tenant, 120);
+    {
+        let index = open(&dir);
+        index.upsert(&points[..100]).await.unwrap();
+        index.upsert(&points[100..]).await.unwrap();
+        index.delete(&[points[0].id]).await.unwrap();
+    }
+    let index = open(&dir);
+    index.upsert(&points[..1]).await.unwrap();
+    assert_all_searchable(&index, &tenant, &points).await;
+    // And the reopened shard still filters fast and correctly by tenant.
+    assert_eq!(
+        index
+            .count(&unique_tenant(), shared::index::PointKind::Turn)
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+/// Set for the child process of `edge_upserts_survive_a_crash`: the shard directory.
+const CRASH_DIR_ENV: &str = "SEDIMENT_TEST_CRASH_DIR";
+const CRASH_POINTS: usize = 150;
+
+#[test]
+fn edge_upserts_survive_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    // The child upserts, then exits without running any destructor (no flush on drop).
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "index_conformance::edge_crash_child",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CRASH_DIR_ENV, dir.path())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(17), "the child did not reach its crash point");
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let index = open(&dir);
+        let tenant = crash_tenant();
+        assert_all_searchable(&index, &tenant, &bulk_points_with_ids(&tenant)).await;
+    });
+}
+
+/// Runs only as the child of `edge_upserts_survive_a_crash`.
+#[test]
+#[ignore = "child process of edge_upserts_survive_a_crash"]
+fn edge_crash_child() {
+    let Some(dir) = std::env::var_os(CRASH_DIR_ENV) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let index = runtime.block_on(async {
+        let index = EdgeIndex::open(std::path::Path::new(&dir), OPTIMIZE_EVERY).unwrap();
+        let tenant = crash_tenant();
+        for batch in bulk_points_with_ids(&tenant).chunks(50) {
+            index.upsert(batch).await.unwrap();
+        }
+        index
+    });
+    // Like a kill -9 right after the upserts returned: nothing is dropped, nothing flushed.
+    std::mem::forget(index);
+    std::process::exit(17);
+}
+
+fn crash_tenant() -> shared::domain::Tenant {
+    shared::domain::Tenant {
+        team: "crash-team".to_owned(),
+        agent: "crash-agent".to_owned(),
+        user: "crash-user".to_owned(),
+    }
+}
+
+/// `bulk_points` with ids fixed by position, so that parent and child agree.
+fn bulk_points_with_ids(tenant: &shared::domain::Tenant) -> Vec<shared::index::IndexPoint> {
+    let mut points = bulk_points(tenant, CRASH_POINTS);
+    for (i, point) in points.iter_mut().enumerate() {
+        point.id = uuid::Uuid::from_u128(i as u128 + 1);
+    }
+    points
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_optimizes_in_the_background_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = unique_tenant();
+    let points = bulk_points(&tenant, 3 * OPTIMIZE_EVERY + 50);
+    let index = open(&dir);
+    for batch in points.chunks(50) {
+        index.upsert(batch).await.unwrap();
+    }
+    // Searches run while the optimizer may be busy...
+    assert_all_searchable(&index, &tenant, &points).await;
+
+    // ...and after it has finished at least once.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while index.optimize_runs() == 0 {
+        assert!(Instant::now() < deadline, "no background optimization within 120 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    index.optimize().await.unwrap();
+    assert_all_searchable(&index, &tenant, &points).await;
+
+    // Deletes after optimization hit the optimized segments; a reopen keeps all of it.
+    index.delete(&[points[1].id]).await.unwrap();
+    drop(index);
+    let index = open(&dir);
+    index.upsert(&points[1..2]).await.unwrap();
+    assert_all_searchable(&index, &tenant, &points).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_directory_is_exclusive() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(&dir);
+    let started = Instant::now();
+    let second = tokio::task::spawn_blocking({
+        let path = dir.path().to_owned();
+        move || EdgeIndex::open(&path, OPTIMIZE_EVERY)
+    });
+    // The second open waits for the lock (up to 30 s) rather than sharing the shard.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!second.is_finished(), "a second index opened a directory in use");
+    drop(first);
+    second.await.unwrap().expect("open after the first index is dropped");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}

@@ -1,0 +1,8 @@
+//! One integration test binary for the whole workspace (compiles once, runs in parallel).
+
+mod bus_conformance;
+mod e2e_errors;
+mod e2e_ingest;
+mod e2e_process;
+mod index_conformance;
+mod store_conformance;

@@ -1,0 +1,217 @@
+//! The transcript store conformance suite against both backends, one fresh store per test
+//! (a new Postgres database, or a SQLite file in a new temp dir), plus backend-specific tests.
+
+use std::sync::Arc;
+
+use integration_tests::pg::TestDb;
+use shared::store::{testsuite, PostgresStore, SqliteStore, StoreError, TranscriptStore};
+
+/// A store under test with whatever keeps it alive (its database or directory).
+struct Fixture<G> {
+    store: Arc<dyn TranscriptStore>,
+    _guard: G,
+}
+
+async fn postgres() -> Fixture<TestDb> {
+    let db = TestDb::create().await;
+    let store = db.store().await;
+    Fixture {
+        store: Arc::new(store),
+        _guard: db,
+    }
+}
+
+async fn sqlite() -> Fixture<tempfile::TempDir> {
+    let dir = tempfile::tempdir().expect("create a temp dir");
+    let store = SqliteStore::open(&dir.path().join("sediment.db"))
+        .await
+        .expect("open sqlite store");
+    Fixture {
+        store: Arc::new(store),
+        _guard: dir,
+    }
+}
+
+/// One test per backend and suite function: `suite!(backend_fn; check, ...)`.
+macro_rules! suite {
+    ($backend:ident; $($check:ident),* $(,)?) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    let fixture = super::$backend().await;
+                    shared::store::testsuite::$check(&*fixture.store).await;
+                }
+            )*
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn concurrent_batch_appends_are_gapless() {
+                let fixture = super::$backend().await;
+                shared::store::testsuite::concurrent_batch_appends_are_gapless(fixture.store.clone()).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn concurrent_single_appends_are_gapless() {
+                let fixture = super::$backend().await;
+                shared::store::testsuite::concurrent_single_appends_are_gapless(fixture.store.clone()).await;
+            }
+        }
+    };
+}
+
+macro_rules! both {
+    ($($check:ident),* $(,)?) => {
+        suite!(postgres; $($check),*);
+        suite!(sqlite; $($check),*);
+    };
+}
+
+both!(
+    append_assigns_gapless_seqs,
+    append_is_idempotent_on_client_id,
+    append_dedups_client_id_within_request,
+    other_tenants_cannot_touch_a_session,
+    turns_by_id_is_tenant_scoped,
+    list_pages_by_after_seq_and_limit,
+    turns_round_trip_exactly,
+    reset_marks_session_and_deletes_nothing,
+    cursors_track_pending_turns,
+    backlog_and_lag_follow_cursors,
+    failed_append_writes_nothing,
+);
+
+/// The whole suite on one shared store, as another crate would run it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_passes_the_whole_suite_on_one_store() {
+    let fixture = sqlite().await;
+    testsuite::transcript_store_suite(fixture.store.clone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_passes_the_whole_suite_on_one_store() {
+    let fixture = postgres().await;
+    testsuite::transcript_store_suite(fixture.store.clone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_concurrent_migrations_both_succeed() {
+    let db = TestDb::create().await;
+    let a = PostgresStore::connect(&db.url, 2).await.expect("connect");
+    let b = PostgresStore::connect(&db.url, 2).await.expect("connect");
+    let (ra, rb) = tokio::join!(a.migrate(), b.migrate());
+    ra.expect("first concurrent migrate");
+    rb.expect("second concurrent migrate");
+    a.migrate().await.expect("migrate is idempotent");
+
+    let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let rows = client
+        .query(
+            "SELECT version, COUNT(*) AS n FROM schema_migrations GROUP BY version ORDER BY version",
+            &[],
+        )
+        .await
+        .expect("read schema_migrations");
+    assert!(!rows.is_empty(), "no migration was recorded");
+    for row in &rows {
+        let (version, n): (i64, i64) = (row.get("version"), row.get("n"));
+        assert_eq!(n, 1, "migration {version} recorded {n} times");
+    }
+    assert_eq!(rows[0].get::<_, i64>("version"), 1);
+    // The schema is usable.
+    testsuite::append_assigns_gapless_seqs(&a).await;
+}
+
+#[tokio::test]
+async fn postgres_connect_to_an_unreachable_server_is_retryable() {
+    // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+    let error = PostgresStore::connect("postgres://postgres@127.0.0.1:1/postgres", 2)
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(
+        matches!(error, StoreError::Unavailable(_)),
+        "expected Unavailable, got {error:?}"
+    );
+    assert!(error.is_retryable());
+}
+
+#[tokio::test]
+async fn postgres_connect_with_a_malformed_url_is_permanent() {
+    let error = PostgresStore::connect("postgres://[not a url", 2)
+        .await
+        .expect_err("malformed url");
+    assert!(!error.is_retryable(), "a malformed url was deemed retryable: {error:?}");
+}
+
+/// Defense in depth: a turn whose tenant columns disagree with its session's owner (which
+/// the store never writes) is still invisible to the owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_reads_filter_messages_by_tenant_columns() {
+    let fixture_db = TestDb::create().await;
+    let store = fixture_db.store().await;
+    let tenant = shared::domain::Tenant {
+        team: "t".into(),
+        agent: "a".into(),
+        user: "u".into(),
+    };
+    let session = shared::domain::SessionId::parse("s").expect("session id");
+    let turn = shared::domain::NewTurn::new("user", "mine", None, None, None).expect("turn");
+    store.append(&tenant, &session, &[turn]).await.expect("append");
+
+    let (client, connection) = tokio_postgres::connect(&fixture_db.url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let planted = uuid::Uuid::new_v4();
+    client
+        .execute(
+            "INSERT INTO messages (id, session_id, team_id, agent_id, user_id, seq, role, content, created_at) \
+             VALUES ($1, 's', 'other', 'a', 'u', 2, 'user', 'planted', now())",
+            &[&planted],
+        )
+        .await
+        .expect("plant a foreign turn");
+
+    let listed = store.list(&tenant, &session, 0, 100).await.expect("list");
+    assert_eq!(listed.iter().map(|t| t.content.as_str()).collect::<Vec<_>>(), ["mine"]);
+    assert!(store
+        .turns_by_id(&tenant, &[planted])
+        .await
+        .expect("turns_by_id")
+        .is_empty());
+}
+
+#[tokio::test]
+async fn sqlite_reopen_keeps_data_and_schema() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("nested").join("sediment.db");
+    let tenant = shared::domain::Tenant {
+        team: "t".into(),
+        agent: "a".into(),
+        user: "u".into(),
+    };
+    let session = shared::domain::SessionId::parse("s").expect("session id");
+    let turn = shared::domain::NewTurn::new("user", "kept", None, Some("k".into()), None).expect("turn");
+    let first = {
+        let store = SqliteStore::open(&path).await.expect("create the store");
+        store
+            .append(&tenant, &session, std::slice::from_ref(&turn))
+            .await
+            .expect("append")
+    };
+    let store = SqliteStore::open(&path).await.expect("reopen the store");
+    let listed = store.list(&tenant, &session, 0, 10).await.expect("list after reopen");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].content, "kept");
+    let retried = store
+        .append(&tenant, &session, &[turn])
+        .await
+        .expect("retry after reopen");
+    assert_eq!(retried, first, "client ids survive a reopen");
+    assert!(
+        dir.path().join("nested").join("sediment.db-wal").exists(),
+        "the store runs in WAL mode"
+    );
+}

@@ -1,0 +1,11 @@
+//! `index` worker: consumes `turn.appended` and indexes L0 turns for conversation search.
+
+use anyhow::Context as _;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let settings = shared::config::Settings::from_env().context("load settings")?;
+    shared::telemetry::init("sediment-worker-index", &settings.log_filter, &settings.log_format);
+    let shutdown = shared::shutdown::signal();
+    workers::run_index_worker(settings, shutdown).await
+}

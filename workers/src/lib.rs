@@ -1,0 +1,55 @@
+//! sediment's worker processes (cluster deployment): one binary per worker kind, each a thin
+//! wiring of `shared::runtime` with a side port for probes and metrics (STYLE R22).
+//!
+//! The consumer contract (ack after durable, retry with backoff, park after N attempts, panic
+//! isolation, drain on shutdown) lives in `shared::runtime`, because the embedded deployment
+//! runs the very same loop inside the API process.
+
+mod health;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use shared::backends::Backends;
+use shared::config::{IndexBackend, Settings};
+use shared::indexer::Indexer;
+use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat, IndexHandler};
+use tokio_util::sync::CancellationToken;
+
+pub use health::{health_router, HealthState};
+
+/// Runs the L0 index worker until `shutdown`: consumes `turn.appended` and indexes turns.
+pub async fn run_index_worker(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    if let IndexBackend::Edge { .. } = settings.index {
+        anyhow::bail!(
+            "the index worker needs a shared index: set SEDIMENT_QDRANT_URL (with the embedded Qdrant Edge index, the API process runs the index worker itself)"
+        );
+    }
+    let backends = Backends::connect(&settings).await?;
+    let heartbeat = Arc::new(Heartbeat::default());
+    let health = health::serve(
+        settings.worker.health_listen,
+        HealthState { backends: backends.clone(), heartbeat: heartbeat.clone(), metrics: shared::metrics::prometheus() },
+        shutdown.clone(),
+    )
+    .await
+    .context("start the health server")?;
+
+    let indexer = Indexer::new(backends.store.clone(), backends.index.clone(), settings.worker.batch_size);
+    let consumer = run_consumer(
+        backends.bus.clone(),
+        Arc::new(IndexHandler(indexer)),
+        ConsumerSettings {
+            prefetch: settings.worker.prefetch,
+            sweep_interval: settings.worker.sweep_interval,
+            shutdown_deadline: settings.shutdown_deadline,
+        },
+        heartbeat,
+        shutdown.clone(),
+    )
+    .await;
+    // The consumer returns early only if it could not subscribe; take the process down then.
+    shutdown.cancel();
+    health.await.context("join the health server")??;
+    consumer
+}
