@@ -29,7 +29,9 @@ impl<T: DeserializeOwned> FromRequest<AppState> for AppJson<T> {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
         if !is_json {
-            return Err(ApiError::UnsupportedMediaType("expected content-type application/json".into()));
+            return Err(ApiError::UnsupportedMediaType(
+                "expected content-type application/json".into(),
+            ));
         }
         let limit = state.limits.max_body_bytes;
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
@@ -42,7 +44,9 @@ impl<T: DeserializeOwned> FromRequest<AppState> for AppJson<T> {
         serde_json::from_slice(&bytes).map(AppJson).map_err(|e| {
             use serde_json::error::Category;
             match e.classify() {
-                Category::Syntax | Category::Eof | Category::Io => ApiError::MalformedJson(format!("malformed JSON: {e}")),
+                Category::Syntax | Category::Eof | Category::Io => {
+                    ApiError::MalformedJson(format!("malformed JSON: {e}"))
+                }
                 Category::Data => ApiError::Invalid(format!("invalid request body: {e}")),
             }
         })

@@ -62,7 +62,11 @@ pub async fn start(
     let app = routes::router(state);
 
     let consumer = backends.api_runs_index_worker.then(|| {
-        let indexer = Indexer::new(backends.store.clone(), backends.index.clone(), settings.worker.batch_size);
+        let indexer = Indexer::new(
+            backends.store.clone(),
+            backends.index.clone(),
+            settings.worker.batch_size,
+        );
         let consumer_settings = ConsumerSettings {
             prefetch: settings.worker.prefetch,
             sweep_interval: settings.worker.sweep_interval,

@@ -14,6 +14,11 @@ pub struct AppState {
 impl AppState {
     pub fn new(backends: Backends, limits: Limits) -> Self {
         let search = ConversationSearch::new(backends.store.clone(), backends.index.clone());
-        Self { backends, search, limits, metrics: shared::metrics::prometheus() }
+        Self {
+            backends,
+            search,
+            limits,
+            metrics: shared::metrics::prometheus(),
+        }
     }
 }

@@ -31,7 +31,9 @@ impl Backends {
             Deployment::Embedded { data_dir } => {
                 std::fs::create_dir_all(data_dir)
                     .with_context(|| format!("create data directory {}", data_dir.display()))?;
-                let store = SqliteStore::open(&data_dir.join("sediment.db")).await.context("open the SQLite store")?;
+                let store = SqliteStore::open(&data_dir.join("sediment.db"))
+                    .await
+                    .context("open the SQLite store")?;
                 let bus = LocalBus::new(settings.worker.max_attempts, settings.worker.retry_delay);
                 (Arc::new(store), Arc::new(bus), true)
             }
@@ -62,6 +64,12 @@ impl Backends {
             }
         };
         let api_runs_index_worker = embedded || matches!(settings.index, IndexBackend::Edge { .. });
-        Ok(Self { store, bus, index, embedded, api_runs_index_worker })
+        Ok(Self {
+            store,
+            bus,
+            index,
+            embedded,
+            api_runs_index_worker,
+        })
     }
 }

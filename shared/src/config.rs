@@ -20,7 +20,10 @@ pub enum ConfigError {
 }
 
 fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { key: format!("{ENV_PREFIX}{key}"), reason: reason.into() }
+    ConfigError::Invalid {
+        key: format!("{ENV_PREFIX}{key}"),
+        reason: reason.into(),
+    }
 }
 
 /// Where the search index lives.
@@ -107,7 +110,9 @@ impl Settings {
         let data_dir = PathBuf::from(get("DATA_DIR").unwrap_or("./data"));
 
         let deployment = match (get("DATABASE_URL"), get("AMQP_URL")) {
-            (None, None) => Deployment::Embedded { data_dir: data_dir.clone() },
+            (None, None) => Deployment::Embedded {
+                data_dir: data_dir.clone(),
+            },
             (Some(db), Some(amqp)) => {
                 if !(db.starts_with("postgres://") || db.starts_with("postgresql://")) {
                     return Err(invalid("DATABASE_URL", "must start with postgres://"));
@@ -115,13 +120,22 @@ impl Settings {
                 if !(amqp.starts_with("amqp://") || amqp.starts_with("amqps://")) {
                     return Err(invalid("AMQP_URL", "must start with amqp://"));
                 }
-                Deployment::Cluster { database_url: db.to_owned(), amqp_url: amqp.to_owned() }
+                Deployment::Cluster {
+                    database_url: db.to_owned(),
+                    amqp_url: amqp.to_owned(),
+                }
             }
             (Some(_), None) => {
-                return Err(invalid("AMQP_URL", "must be set with SEDIMENT_DATABASE_URL (cluster deployment)"))
+                return Err(invalid(
+                    "AMQP_URL",
+                    "must be set with SEDIMENT_DATABASE_URL (cluster deployment)",
+                ))
             }
             (None, Some(_)) => {
-                return Err(invalid("DATABASE_URL", "must be set with SEDIMENT_AMQP_URL (cluster deployment)"))
+                return Err(invalid(
+                    "DATABASE_URL",
+                    "must be set with SEDIMENT_AMQP_URL (cluster deployment)",
+                ))
             }
         };
 
@@ -136,13 +150,21 @@ impl Settings {
                 }
             }
             None => IndexBackend::Edge {
-                dir: get("INDEX_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("index")),
+                dir: get("INDEX_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| data_dir.join("index")),
             },
         };
 
         let amqp_prefix = get("AMQP_PREFIX").unwrap_or("sediment").to_owned();
-        if !amqp_prefix.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')) {
-            return Err(invalid("AMQP_PREFIX", "may hold only ASCII letters, digits, '.', '-' and '_'"));
+        if !amqp_prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        {
+            return Err(invalid(
+                "AMQP_PREFIX",
+                "may hold only ASCII letters, digits, '.', '-' and '_'",
+            ));
         }
 
         Ok(Self {
@@ -162,7 +184,11 @@ impl Settings {
                 prefetch: positive(vars, "WORKER_PREFETCH", 32)?,
                 batch_size: positive(vars, "WORKER_BATCH_SIZE", 256)?,
                 sweep_interval: millis(vars, "WORKER_SWEEP_INTERVAL_MS", 30_000)?,
-                health_listen: parse(vars, "WORKER_HEALTH_LISTEN", "127.0.0.1:9090".parse().expect("valid default"))?,
+                health_listen: parse(
+                    vars,
+                    "WORKER_HEALTH_LISTEN",
+                    "127.0.0.1:9090".parse().expect("valid default"),
+                )?,
                 max_attempts: positive(vars, "WORKER_MAX_ATTEMPTS", 5)?,
                 retry_delay: millis(vars, "WORKER_RETRY_DELAY_MS", 1_000)?,
             },
@@ -221,8 +247,18 @@ mod tests {
     #[test]
     fn no_urls_means_embedded_with_defaults() {
         let s = Settings::from_map(&HashMap::new()).unwrap();
-        assert_eq!(s.deployment, Deployment::Embedded { data_dir: "./data".into() });
-        assert_eq!(s.index, IndexBackend::Edge { dir: "./data/index".into() });
+        assert_eq!(
+            s.deployment,
+            Deployment::Embedded {
+                data_dir: "./data".into()
+            }
+        );
+        assert_eq!(
+            s.index,
+            IndexBackend::Edge {
+                dir: "./data/index".into()
+            }
+        );
         assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(s.limits.max_body_bytes, 1024 * 1024);
         assert_eq!(s.limits.max_turns_per_request, 1_000);

@@ -44,7 +44,11 @@ pub struct Indexer {
 
 impl Indexer {
     pub fn new(store: Arc<dyn TranscriptStore>, index: Arc<dyn SearchIndex>, batch_size: u32) -> Self {
-        Self { store, index, batch_size: batch_size.max(1) }
+        Self {
+            store,
+            index,
+            batch_size: batch_size.max(1),
+        }
     }
 
     /// Indexes every turn of the session past the cursor and returns how many it indexed.
@@ -53,7 +57,10 @@ impl Indexer {
     pub async fn index_session(&self, session_id: &str) -> Result<usize, IndexerError> {
         let mut total = 0;
         loop {
-            let (_cursor, turns) = self.store.pending_turns(INDEX_CONSUMER, session_id, self.batch_size).await?;
+            let (_cursor, turns) = self
+                .store
+                .pending_turns(INDEX_CONSUMER, session_id, self.batch_size)
+                .await?;
             let Some(last) = turns.last() else { break };
             let last_seq = last.seq;
             let points: Vec<IndexPoint> = turns

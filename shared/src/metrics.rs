@@ -32,7 +32,10 @@ pub fn describe() {
     describe_counter!(HTTP_REQUESTS, "HTTP requests by method, route and status");
     describe_histogram!(HTTP_LATENCY, Unit::Seconds, "HTTP request latency by method and route");
     describe_counter!(TURNS_INGESTED, "turns stored by the API");
-    describe_counter!(EVENTS_PUBLISHED, "events published to the bus by routing key and result");
+    describe_counter!(
+        EVENTS_PUBLISHED,
+        "events published to the bus by routing key and result"
+    );
     describe_counter!(EVENTS_CONSUMED, "deliveries consumed by worker and outcome");
     describe_counter!(TURNS_INDEXED, "turns written to the search index");
     describe_gauge!(INDEX_LAG_TURNS, "turns stored but not yet indexed");
@@ -52,7 +55,9 @@ pub fn prometheus() -> metrics_exporter_prometheus::PrometheusHandle {
     PROMETHEUS
         .get_or_init(|| {
             let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
-                .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+                .set_buckets(&[
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ])
                 .expect("static bucket list is not empty")
                 .build_recorder();
             let handle = recorder.handle();

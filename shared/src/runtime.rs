@@ -48,7 +48,10 @@ pub struct IndexHandler(pub Indexer);
 
 impl From<IndexerError> for HandlerError {
     fn from(e: IndexerError) -> Self {
-        Self { retryable: e.is_retryable(), source: Box::new(e) }
+        Self {
+            retryable: e.is_retryable(),
+            source: Box::new(e),
+        }
     }
 }
 
@@ -212,7 +215,9 @@ async fn resubscribe(
                 tracing::info!(worker = kind.as_str(), "consumer resubscribed");
                 return Some(subscription);
             }
-            Err(e) => tracing::warn!(worker = kind.as_str(), error = %error_chain(&e), retry_in_ms = backoff.as_millis() as u64, "failed to resubscribe"),
+            Err(e) => {
+                tracing::warn!(worker = kind.as_str(), error = %error_chain(&e), retry_in_ms = backoff.as_millis() as u64, "failed to resubscribe")
+            }
         }
         tokio::select! {
             () = shutdown.cancelled() => return None,

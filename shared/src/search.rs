@@ -43,7 +43,11 @@ impl ConversationSearch {
     }
 
     /// Returns the tenant's best-matching turns, best first.
-    pub async fn search(&self, tenant: &Tenant, query: &ConversationQuery) -> Result<Vec<ConversationHit>, SearchError> {
+    pub async fn search(
+        &self,
+        tenant: &Tenant,
+        query: &ConversationQuery,
+    ) -> Result<Vec<ConversationHit>, SearchError> {
         let hits = self
             .index
             .search(&IndexQuery {
@@ -58,11 +62,20 @@ impl ConversationSearch {
             return Ok(Vec::new());
         }
         let ids: Vec<_> = hits.iter().map(|h| h.id).collect();
-        let mut turns: HashMap<_, _> =
-            self.store.turns_by_id(tenant, &ids).await?.into_iter().map(|t| (t.id, t)).collect();
+        let mut turns: HashMap<_, _> = self
+            .store
+            .turns_by_id(tenant, &ids)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, t))
+            .collect();
         Ok(hits
             .into_iter()
-            .filter_map(|hit| turns.remove(&hit.id).map(|turn| ConversationHit { turn, score: hit.score }))
+            .filter_map(|hit| {
+                turns
+                    .remove(&hit.id)
+                    .map(|turn| ConversationHit { turn, score: hit.score })
+            })
             .collect())
     }
 }

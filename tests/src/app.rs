@@ -112,7 +112,9 @@ impl TestApp {
             backends.bus = Arc::new(LosingBus(backends.bus.clone()));
         }
         let shutdown = CancellationToken::new();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind test listener");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind test listener");
         let server = api::start(listener, backends.clone(), &settings, shutdown.clone())
             .await
             .expect("start the api");
@@ -175,11 +177,15 @@ impl TestApp {
     }
 
     pub async fn append(&self, tenant: &Tenant, session: &str, messages: Value) -> Response {
-        self.req(reqwest::Method::POST, &format!("/v1/sessions/{session}/messages"), tenant)
-            .json(&json!({ "messages": messages }))
-            .send()
-            .await
-            .expect("send append")
+        self.req(
+            reqwest::Method::POST,
+            &format!("/v1/sessions/{session}/messages"),
+            tenant,
+        )
+        .json(&json!({ "messages": messages }))
+        .send()
+        .await
+        .expect("send append")
     }
 
     /// Appends and asserts 201; returns the response body.
@@ -192,10 +198,14 @@ impl TestApp {
     }
 
     pub async fn list(&self, tenant: &Tenant, session: &str, query: &str) -> Response {
-        self.req(reqwest::Method::GET, &format!("/v1/sessions/{session}/messages{query}"), tenant)
-            .send()
-            .await
-            .expect("send list")
+        self.req(
+            reqwest::Method::GET,
+            &format!("/v1/sessions/{session}/messages{query}"),
+            tenant,
+        )
+        .send()
+        .await
+        .expect("send list")
     }
 
     pub async fn search(&self, tenant: &Tenant, body: Value) -> Response {
@@ -234,7 +244,11 @@ impl TestApp {
 
     /// Points of a tenant's turns in the index.
     pub async fn indexed_count(&self, tenant: &Tenant) -> u64 {
-        self.backends.index.count(tenant, PointKind::Turn).await.expect("count points")
+        self.backends
+            .index
+            .count(tenant, PointKind::Turn)
+            .await
+            .expect("count points")
     }
 }
 
@@ -247,5 +261,9 @@ impl Drop for TestApp {
 /// A tenant with unique ids, so tests never share data even on shared backends.
 pub fn tenant() -> Tenant {
     let id = uuid::Uuid::new_v4().simple().to_string();
-    Tenant { team: format!("team-{id}"), agent: "agent-1".into(), user: "user-1".into() }
+    Tenant {
+        team: format!("team-{id}"),
+        agent: "agent-1".into(),
+        user: "user-1".into(),
+    }
 }

@@ -40,7 +40,9 @@ pub(crate) async fn serve(
     state: HealthState,
     shutdown: CancellationToken,
 ) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("bind {addr}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("bind {addr}"))?;
     tracing::info!(addr = %listener.local_addr().context("read the listener address")?, "health server listening");
     Ok(tokio::spawn(async move {
         axum::serve(listener, health_router(state))
@@ -67,9 +69,19 @@ async fn readyz(State(state): State<HealthState>) -> impl IntoResponse {
     let ready = store.is_ok() && bus.is_ok() && index.is_ok();
     let word = |ok: bool| if ok { "ok" } else { "unavailable" };
     let body = json!({ "store": word(store.is_ok()), "bus": word(bus.is_ok()), "index": word(index.is_ok()) });
-    (if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body))
+    (
+        if ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        Json(body),
+    )
 }
 
 async fn metrics(State(state): State<HealthState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
 }

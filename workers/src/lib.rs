@@ -29,13 +29,21 @@ pub async fn run_index_worker(settings: Settings, shutdown: CancellationToken) -
     let heartbeat = Arc::new(Heartbeat::default());
     let health = health::serve(
         settings.worker.health_listen,
-        HealthState { backends: backends.clone(), heartbeat: heartbeat.clone(), metrics: shared::metrics::prometheus() },
+        HealthState {
+            backends: backends.clone(),
+            heartbeat: heartbeat.clone(),
+            metrics: shared::metrics::prometheus(),
+        },
         shutdown.clone(),
     )
     .await
     .context("start the health server")?;
 
-    let indexer = Indexer::new(backends.store.clone(), backends.index.clone(), settings.worker.batch_size);
+    let indexer = Indexer::new(
+        backends.store.clone(),
+        backends.index.clone(),
+        settings.worker.batch_size,
+    );
     let consumer = run_consumer(
         backends.bus.clone(),
         Arc::new(IndexHandler(indexer)),

@@ -31,10 +31,17 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
         "bus": check("bus", bus.map_err(|e| error_chain(&e))),
         "index": check("index", index.map_err(|e| error_chain(&e))),
     });
-    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     (status, Json(body))
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
 }

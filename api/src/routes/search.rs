@@ -43,12 +43,19 @@ pub async fn search(
     TenantHeaders(headers): TenantHeaders,
     AppJson(body): AppJson<SearchRequest>,
 ) -> Result<Json<SearchResponse>, ApiError> {
-    let tenant = tenant_from(&headers, body.team_id.as_deref(), body.agent_id.as_deref(), body.user_id.as_deref())?;
+    let tenant = tenant_from(
+        &headers,
+        body.team_id.as_deref(),
+        body.agent_id.as_deref(),
+        body.user_id.as_deref(),
+    )?;
     if body.query.trim().is_empty() {
         return Err(ApiError::Invalid("query must not be empty".into()));
     }
     if body.query.chars().count() > MAX_QUERY_CHARS {
-        return Err(ApiError::Invalid(format!("query is longer than {MAX_QUERY_CHARS} characters")));
+        return Err(ApiError::Invalid(format!(
+            "query is longer than {MAX_QUERY_CHARS} characters"
+        )));
     }
     let max = state.limits.max_search_limit;
     let limit = body.limit.unwrap_or(10);
@@ -56,13 +63,20 @@ pub async fn search(
         return Err(ApiError::Invalid(format!("limit must be between 1 and {max}")));
     }
     let session = body.session_id.as_deref().map(SessionId::parse).transpose()?;
-    let query = ConversationQuery { text: body.query, limit, session };
+    let query = ConversationQuery {
+        text: body.query,
+        limit,
+        session,
+    };
     let result = state.search.search(&tenant, &query).await;
     let label = if result.is_ok() { "ok" } else { "error" };
     ::metrics::counter!(metrics::SEARCHES, "result" => label).increment(1);
     let items = result?
         .into_iter()
-        .map(|hit| SearchItem { turn: TurnView::from(hit.turn), score: hit.score })
+        .map(|hit| SearchItem {
+            turn: TurnView::from(hit.turn),
+            score: hit.score,
+        })
         .collect();
     Ok(Json(SearchResponse { items }))
 }

@@ -54,7 +54,12 @@ pub async fn append(
     TenantHeaders(headers): TenantHeaders,
     AppJson(body): AppJson<AppendRequest>,
 ) -> Result<(StatusCode, Json<AppendResponse>), ApiError> {
-    let tenant = tenant_from(&headers, body.team_id.as_deref(), body.agent_id.as_deref(), body.user_id.as_deref())?;
+    let tenant = tenant_from(
+        &headers,
+        body.team_id.as_deref(),
+        body.agent_id.as_deref(),
+        body.user_id.as_deref(),
+    )?;
     let session = SessionId::parse(&session_id)?;
     let max = state.limits.max_turns_per_request;
     if body.messages.len() > max {
@@ -80,7 +85,11 @@ pub async fn append(
     let last_seq = appended.iter().map(|t| t.seq).max().unwrap_or(0);
     ::metrics::counter!(metrics::TURNS_INGESTED).increment(appended.len() as u64);
 
-    let event = Event::TurnAppended { tenant, session_id: session.as_str().to_owned(), last_seq };
+    let event = Event::TurnAppended {
+        tenant,
+        session_id: session.as_str().to_owned(),
+        last_seq,
+    };
     let result = match tokio::time::timeout(PUBLISH_TIMEOUT, state.backends.bus.publish(&event)).await {
         Ok(Ok(())) => "ok",
         Ok(Err(e)) => {
@@ -92,7 +101,8 @@ pub async fn append(
             "timeout"
         }
     };
-    ::metrics::counter!(metrics::EVENTS_PUBLISHED, "routing_key" => event.routing_key(), "result" => result).increment(1);
+    ::metrics::counter!(metrics::EVENTS_PUBLISHED, "routing_key" => event.routing_key(), "result" => result)
+        .increment(1);
 
     Ok((StatusCode::CREATED, Json(AppendResponse { messages: appended })))
 }
@@ -156,7 +166,9 @@ pub async fn list(
         return Err(ApiError::Invalid(format!("limit must be between 1 and {max}")));
     }
     let turns = state.backends.store.list(&tenant, &session, after_seq, limit).await?;
-    Ok(Json(ListResponse { messages: turns.into_iter().map(TurnView::from).collect() }))
+    Ok(Json(ListResponse {
+        messages: turns.into_iter().map(TurnView::from).collect(),
+    }))
 }
 
 #[derive(Serialize)]
@@ -173,5 +185,8 @@ pub async fn reset(
     let tenant = headers.tenant()?;
     let session = SessionId::parse(&session_id)?;
     let reset_at = state.backends.store.reset(&tenant, &session).await?;
-    Ok(Json(ResetResponse { session_id: session.as_str().to_owned(), reset_at }))
+    Ok(Json(ResetResponse {
+        session_id: session.as_str().to_owned(),
+        reset_at,
+    }))
 }

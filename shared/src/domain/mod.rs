@@ -19,6 +19,9 @@ pub enum ValidationError {
 
 impl ValidationError {
     pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
-        Self::Invalid { field, reason: reason.into() }
+        Self::Invalid {
+            field,
+            reason: reason.into(),
+        }
     }
 }

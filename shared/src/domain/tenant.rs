@@ -16,11 +16,7 @@ pub struct Tenant {
 
 impl Tenant {
     /// Validates the three ids; a missing or blank one is `MissingTenant`.
-    pub fn new(
-        team: Option<&str>,
-        agent: Option<&str>,
-        user: Option<&str>,
-    ) -> Result<Self, ValidationError> {
+    pub fn new(team: Option<&str>, agent: Option<&str>, user: Option<&str>) -> Result<Self, ValidationError> {
         Ok(Self {
             team: tenant_id("team", team)?,
             agent: tenant_id("agent", agent)?,
@@ -40,7 +36,10 @@ fn tenant_id(field: &'static str, value: Option<&str>) -> Result<String, Validat
 
 fn check_id(field: &'static str, value: &str) -> Result<(), ValidationError> {
     if value.chars().count() > MAX_ID_LEN {
-        return Err(ValidationError::invalid(field, format!("longer than {MAX_ID_LEN} characters")));
+        return Err(ValidationError::invalid(
+            field,
+            format!("longer than {MAX_ID_LEN} characters"),
+        ));
     }
     if value.chars().any(char::is_control) {
         return Err(ValidationError::invalid(field, "contains control characters"));
@@ -83,7 +82,10 @@ mod tests {
             Tenant::new(Some("t"), Some("  "), Some("u")),
             Err(ValidationError::MissingTenant("agent"))
         );
-        assert_eq!(Tenant::new(None, Some("a"), Some("u")), Err(ValidationError::MissingTenant("team")));
+        assert_eq!(
+            Tenant::new(None, Some("a"), Some("u")),
+            Err(ValidationError::MissingTenant("team"))
+        );
     }
 
     #[test]

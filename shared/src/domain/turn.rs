@@ -84,7 +84,13 @@ impl NewTurn {
                 ));
             }
         }
-        Ok(Self { role, content: content.into_owned(), metadata, client_id, created_at })
+        Ok(Self {
+            role,
+            content: content.into_owned(),
+            metadata,
+            client_id,
+            created_at,
+        })
     }
 }
 

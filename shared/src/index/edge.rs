@@ -10,11 +10,16 @@
 //!
 //! # Concurrency
 //! Every `EdgeShard` call blocks, so each runs on `spawn_blocking` with the shard behind an
-//! `Arc`. Searches and counts run in parallel with anything. Writes (update + flush) and
-//! optimizer runs are serialized by one gate: edge's `flush` *panics* instead of waiting when
-//! the WAL mutex is held (by a concurrent update) or the segment-holder lock is being
-//! written (by the optimizer swapping segments), so neither may overlap a flush. The price is
-//! that writes wait while an optimizer run is in progress.
+//! `Arc`. Searches and counts run in parallel with anything, and so do writes with an optimizer
+//! run (as in the Qdrant server). Two hazards of edge's `flush`, which *panics* instead of
+//! waiting when a lock is taken:
+//! - the WAL mutex, held by `update`: writes (update + flush) are serialized by `write_gate`;
+//! - the segment-holder lock, write-locked for a moment each time the optimizer swaps
+//!   segments: `flush` first waits for that lock to be free (a blocking read through `info`),
+//!   and if the optimizer still wins the race, the panic is caught (nothing has changed
+//!   yet when it fires) and the flush retried.
+//!
+//! Optimizer runs are serialized by `optimize_lock`.
 //!
 //! # Durability
 //! `upsert` and `delete` return after `EdgeShard::flush` (WAL and every segment, fsynced).
@@ -41,10 +46,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use qdrant_edge::{
-    Condition, CountRequest, EdgeConfig, EdgeShard, EdgeSparseVectorParams, FieldCondition, FieldIndexOperations,
-    Filter, JsonPath, Match, Modifier, NamedQuery, PayloadFieldSchema, PayloadSchemaType, PointId,
-    PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequest, ScoringQuery, UpdateOperation,
-    Vector, VectorInternal, Vectors, WithPayloadInterface, WithVector,
+    Condition, CountRequest, EdgeConfig, EdgeOptimizersConfig, EdgeShard, EdgeSparseVectorParams, FieldCondition,
+    FieldIndexOperations, Filter, JsonPath, Match, Modifier, NamedQuery, PayloadFieldSchema, PayloadSchemaType,
+    PointId, PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequest, ScoringQuery,
+    UpdateOperation, Vector, VectorInternal, Vectors, WithPayloadInterface, WithVector,
 };
 use uuid::Uuid;
 
@@ -69,6 +74,11 @@ const LOCK_FILE: &str = "sediment.lock";
 /// How long `open` waits for a previous holder of the directory lock (e.g. a dropped
 /// `EdgeIndex` whose background optimizer run is still finishing).
 const LOCK_WAIT: Duration = Duration::from_secs(30);
+/// The panic message of `EdgeShard::flush` when the segment holder is write-locked (its
+/// `try_read().expect(..)`); any other panic there is an I/O error.
+const FLUSH_CONTENDED: &str = "segment holder lock acquired";
+/// Retries of a contended flush (backing off 2 ms .. 64 ms, about 1 s in all).
+const FLUSH_ATTEMPTS: u32 = 20;
 
 /// The Qdrant Edge implementation of [`SearchIndex`].
 pub struct EdgeIndex {
@@ -80,12 +90,14 @@ struct Inner {
     shard: EdgeShard,
     _dir_lock: File,
     bm25: Bm25,
-    /// Held by each write (update + flush) and by each optimizer run; see the module docs.
-    gate: Mutex<()>,
+    /// Held by each write (update + flush); see the module docs.
+    write_gate: Mutex<()>,
+    /// Held by each optimizer run.
+    optimize_lock: Mutex<()>,
     optimize_every: usize,
     upserted_since_optimize: AtomicUsize,
     optimizing: AtomicBool,
-    optimize_runs: AtomicU64,
+    optimizations: AtomicU64,
 }
 
 impl std::fmt::Debug for EdgeIndex {
@@ -104,13 +116,31 @@ impl EdgeIndex {
     /// directory lock, loads the segments and ensures the payload indexes. A background
     /// optimizer run starts after every `optimize_every` upserted points; 0 disables it.
     pub fn open(dir: &Path, optimize_every: usize) -> IndexResult<Self> {
+        Self::open_with(dir, optimize_every, EdgeOptimizersConfig::default())
+    }
+
+    /// Like `open`, but a shard created here gets tiny optimizer thresholds (50 KB to index a
+    /// segment, 400 KB per segment, 2 segments), so that a few thousand points go through real
+    /// optimizations. For tests; the thresholds persist with the shard.
+    #[cfg(feature = "testing")]
+    pub fn open_with_small_segments(dir: &Path, optimize_every: usize) -> IndexResult<Self> {
+        let optimizers = EdgeOptimizersConfig {
+            indexing_threshold: Some(50),
+            max_segment_size: Some(400),
+            default_segment_number: Some(2),
+            ..EdgeOptimizersConfig::default()
+        };
+        Self::open_with(dir, optimize_every, optimizers)
+    }
+
+    fn open_with(dir: &Path, optimize_every: usize, optimizers: EdgeOptimizersConfig) -> IndexResult<Self> {
         std::fs::create_dir_all(dir).map_err(|e| IndexError::Unavailable(Box::new(e)))?;
         let dir_lock = lock_dir(dir)?;
 
         let shard = if dir.join(EDGE_CONFIG_FILE).exists() {
             EdgeShard::load(dir, None)
         } else {
-            EdgeShard::new(dir, shard_config())
+            EdgeShard::new(dir, shard_config(optimizers))
         }
         .map_err(backend)?;
         check_config(&shard.config())?;
@@ -119,24 +149,26 @@ impl EdgeIndex {
             shard,
             _dir_lock: dir_lock,
             bm25: Bm25::new(),
-            gate: Mutex::new(()),
+            write_gate: Mutex::new(()),
+            optimize_lock: Mutex::new(()),
             optimize_every,
             upserted_since_optimize: AtomicUsize::new(0),
             optimizing: AtomicBool::new(false),
-            optimize_runs: AtomicU64::new(0),
+            optimizations: AtomicU64::new(0),
         };
         inner.ensure_payload_indexes()?;
         Ok(Self { inner: Arc::new(inner) })
     }
 
     /// Runs the optimizer now and waits for it (after a background run in progress, if any).
-    pub async fn optimize(&self) -> IndexResult<()> {
+    /// Returns whether it changed any segment.
+    pub async fn optimize(&self) -> IndexResult<bool> {
         self.blocking(Inner::optimize).await
     }
 
-    /// Returns how many optimizer runs (background or explicit) have finished since `open`.
-    pub fn optimize_runs(&self) -> u64 {
-        self.inner.optimize_runs.load(Ordering::Acquire)
+    /// Returns how many optimizer runs (background or explicit) changed segments since `open`.
+    pub fn optimizations(&self) -> u64 {
+        self.inner.optimizations.load(Ordering::Acquire)
     }
 
     async fn blocking<T, F>(&self, f: F) -> IndexResult<T>
@@ -175,9 +207,10 @@ impl EdgeIndex {
             let result = catch_unwind(AssertUnwindSafe(|| inner.optimize()));
             inner.optimizing.store(false, Ordering::Release);
             match result {
-                Ok(Ok(())) => tracing::debug!(
+                Ok(Ok(changed)) => tracing::debug!(
+                    changed,
                     elapsed_ms = started.elapsed().as_millis() as u64,
-                    "search index optimized"
+                    "search index optimizer ran"
                 ),
                 Ok(Err(e)) => tracing::warn!(error = %error_chain(&e), "failed to optimize search index"),
                 Err(_) => tracing::error!("search index optimizer panicked"),
@@ -187,50 +220,62 @@ impl EdgeIndex {
 }
 
 impl Inner {
-    fn lock_gate(&self) -> MutexGuard<'_, ()> {
-        // The gate guards no data, so a panic while it was held leaves nothing inconsistent.
-        self.gate.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Applies one write and makes it durable. Holds the gate throughout.
+    /// Applies one write and makes it durable. Holds the write gate throughout.
     fn write(&self, operation: UpdateOperation) -> IndexResult<()> {
-        let _gate = self.lock_gate();
+        let _gate = lock(&self.write_gate);
         self.shard.update(operation).map_err(backend)?;
         self.flush()
     }
 
-    /// Flushes the WAL and all segments; the caller holds the gate.
+    /// Flushes the WAL and all segments, fsynced; the caller holds the write gate.
     fn flush(&self) -> IndexResult<()> {
-        // `EdgeShard::flush` panics on an I/O error (and on lock contention, which the gate
-        // rules out); turn that into an error instead of killing the caller.
-        catch_unwind(AssertUnwindSafe(|| self.shard.flush()))
-            .map_err(|panic| IndexError::Backend(panic_message(&*panic).into()))
+        let mut attempt = 0;
+        loop {
+            // A blocking read of the segment holder: returns once no optimizer swap holds it.
+            let _ = self.shard.info();
+            // `EdgeShard::flush` panics where it should wait or fail: on lock contention and on
+            // an I/O error. Catch it rather than lose the blocking thread.
+            let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.shard.flush())) else {
+                return Ok(());
+            };
+            let detail = panic_detail(&*panic);
+            if detail != FLUSH_CONTENDED || attempt == FLUSH_ATTEMPTS {
+                return Err(IndexError::Backend(
+                    format!("edge shard flush panicked: {detail}").into(),
+                ));
+            }
+            // The WAL part is flushed and nothing else was touched: safe to run again.
+            attempt += 1;
+            tracing::warn!(attempt, "edge flush met an optimizer segment swap, retrying");
+            std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
+        }
     }
 
-    fn optimize(&self) -> IndexResult<()> {
-        let _gate = self.lock_gate();
+    fn optimize(&self) -> IndexResult<bool> {
+        let _running = lock(&self.optimize_lock);
         let optimized = self.shard.optimize().map_err(backend)?;
         if optimized {
+            let _gate = lock(&self.write_gate);
             self.flush()?;
+            self.optimizations.fetch_add(1, Ordering::AcqRel);
         }
-        self.optimize_runs.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        Ok(optimized)
     }
 
     /// Creates the keyword payload indexes. Idempotent: segments that have one skip it. Runs
     /// on every open, because edge 0.7.2 does not record field indexes in the shard's schema
     /// file, which it reads when it creates a fresh appendable segment.
     fn ensure_payload_indexes(&self) -> IndexResult<()> {
+        let _gate = lock(&self.write_gate);
         for field in KEYWORD_FIELDS {
             let create = qdrant_edge::CreateIndex {
                 field_name: field_path(field),
                 field_schema: Some(PayloadFieldSchema::FieldType(PayloadSchemaType::Keyword)),
             };
-            self.write(UpdateOperation::FieldIndexOperation(FieldIndexOperations::CreateIndex(
-                create,
-            )))?;
+            let operation = UpdateOperation::FieldIndexOperation(FieldIndexOperations::CreateIndex(create));
+            self.shard.update(operation).map_err(backend)?;
         }
-        Ok(())
+        self.flush()
     }
 
     fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
@@ -342,12 +387,13 @@ impl SearchIndex for EdgeIndex {
     }
 }
 
-fn shard_config() -> EdgeConfig {
+fn shard_config(optimizers: EdgeOptimizersConfig) -> EdgeConfig {
     EdgeConfig::builder()
         .sparse_vector(
             BM25_VECTOR,
             EdgeSparseVectorParams::builder().modifier(Modifier::Idf).build(),
         )
+        .optimizers(optimizers)
         .build()
 }
 
@@ -434,13 +480,17 @@ fn lock_dir(dir: &Path) -> IndexResult<File> {
     }
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    let detail = panic
+/// Locks a mutex that guards no data, so a panic while it was held left nothing inconsistent.
+fn lock(mutex: &Mutex<()>) -> MutexGuard<'_, ()> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn panic_detail(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
         .downcast_ref::<&str>()
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("unknown panic");
-    format!("edge shard flush panicked: {detail}")
+        .unwrap_or("unknown panic")
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {

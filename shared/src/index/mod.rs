@@ -83,18 +83,19 @@ pub struct IndexHit {
 
 #[async_trait]
 pub trait SearchIndex: Send + Sync + 'static {
-    /// Inserts or overwrites points. Returns once they are durable (WAL written, or the
-    /// server's `wait=true`) and visible to `search`.
+    /// Inserts or overwrites points (by id). Returns once they are durable (edge: flushed and
+    /// fsynced; server: `wait=true`) and visible to `search` and `count`. A point whose text
+    /// has no searchable token is stored too. An empty slice is a no-op.
     async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()>;
 
-    /// Returns up to `limit` hits for the query text within the tenant (and session, if
-    /// given), best first. An empty or all-stopword query returns no hits.
+    /// Returns up to `limit` hits for the query text within the tenant and kind (and session,
+    /// if given), best first. An empty or all-stopword query, or `limit` 0, returns no hits.
     async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>>;
 
-    /// Deletes points by id; unknown ids are ignored.
+    /// Deletes points by id; unknown ids are ignored. Durable on return, like `upsert`.
     async fn delete(&self, ids: &[Uuid]) -> IndexResult<()>;
 
-    /// Counts the tenant's points of a kind.
+    /// Counts the tenant's points of a kind, exactly.
     async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64>;
 
     /// Checks that the backend answers.

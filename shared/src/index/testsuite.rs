@@ -97,6 +97,7 @@ async fn count(index: &dyn SearchIndex, tenant: &Tenant) -> u64 {
     index.count(tenant, PointKind::Turn).await.expect("count")
 }
 
+/// `ping` succeeds on a working backend.
 pub async fn ping_answers(index: &dyn SearchIndex) {
     index.ping().await.expect("ping");
 }

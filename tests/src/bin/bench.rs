@@ -22,8 +22,28 @@ const SEARCH_TURNS: usize = 100_000;
 const SEARCH_QUERIES: usize = 2_000;
 
 const WORDS: &[&str] = &[
-    "database", "index", "replica", "backup", "latency", "query", "schema", "migration", "订单", "用户", "索引",
-    "慢查询", "北京", "上海", "deploy", "rollback", "cache", "timeout", "partition", "vacuum", "kafka", "rabbit",
+    "database",
+    "index",
+    "replica",
+    "backup",
+    "latency",
+    "query",
+    "schema",
+    "migration",
+    "订单",
+    "用户",
+    "索引",
+    "慢查询",
+    "北京",
+    "上海",
+    "deploy",
+    "rollback",
+    "cache",
+    "timeout",
+    "partition",
+    "vacuum",
+    "kafka",
+    "rabbit",
 ];
 
 fn sentence(seed: usize) -> String {
@@ -56,8 +76,9 @@ async fn ingest(app: &TestApp, clients: usize) {
             let mut latencies = Vec::new();
             let mut n = 0usize;
             while Instant::now() < deadline {
-                let turns: Vec<Value> =
-                    (0..BATCH).map(|i| json!({"role": "user", "content": sentence(c * 1_000_000 + n + i)})).collect();
+                let turns: Vec<Value> = (0..BATCH)
+                    .map(|i| json!({"role": "user", "content": sentence(c * 1_000_000 + n + i)}))
+                    .collect();
                 n += BATCH;
                 let start = Instant::now();
                 let r = client
@@ -100,12 +121,18 @@ async fn search(app: &TestApp) {
     let t = tenant();
     let load = Instant::now();
     for chunk in 0..SEARCH_TURNS / 1_000 {
-        let turns: Vec<Value> =
-            (0..1_000).map(|i| json!({"role": "user", "content": sentence(chunk * 1_000 + i)})).collect();
-        app.append_ok(&t, &format!("search-{}", chunk % 50), Value::Array(turns)).await;
+        let turns: Vec<Value> = (0..1_000)
+            .map(|i| json!({"role": "user", "content": sentence(chunk * 1_000 + i)}))
+            .collect();
+        app.append_ok(&t, &format!("search-{}", chunk % 50), Value::Array(turns))
+            .await;
     }
     app.wait_indexed(Duration::from_secs(1_200)).await;
-    println!("{:?} loaded {SEARCH_TURNS} turns in {:.1}s", app.mode, load.elapsed().as_secs_f64());
+    println!(
+        "{:?} loaded {SEARCH_TURNS} turns in {:.1}s",
+        app.mode,
+        load.elapsed().as_secs_f64()
+    );
     let mut latencies = Vec::with_capacity(SEARCH_QUERIES);
     for q in 0..SEARCH_QUERIES {
         let a = WORDS[q % WORDS.len()];
@@ -133,7 +160,10 @@ async fn main() {
         Some(other) => panic!("unknown mode {other:?}; use embedded or cluster"),
     };
     let what = std::env::args().nth(2).unwrap_or_else(|| "all".into());
-    let options = Options { env: vec![("WORKER_SWEEP_INTERVAL_MS", "1000".into())], ..Options::default() };
+    let options = Options {
+        env: vec![("WORKER_SWEEP_INTERVAL_MS", "1000".into())],
+        ..Options::default()
+    };
     let app = TestApp::with(mode, options).await;
     if what == "all" || what == "ingest" {
         for clients in [1, 16, 64] {

@@ -17,13 +17,29 @@ async fn expect_error(response: reqwest::Response, status: u16, code: &str) {
 #[tokio::test]
 async fn bad_input_gets_a_coded_4xx_and_writes_nothing() {
     for mode in MODES {
-        let app = TestApp::with(mode, Options { env: vec![("MAX_BODY_BYTES", "4096".into()), ("MAX_TURNS_PER_REQUEST", "10".into())], ..Options::default() }).await;
+        let app = TestApp::with(
+            mode,
+            Options {
+                env: vec![
+                    ("MAX_BODY_BYTES", "4096".into()),
+                    ("MAX_TURNS_PER_REQUEST", "10".into()),
+                ],
+                ..Options::default()
+            },
+        )
+        .await;
         let t = tenant();
         let path = app.url("/v1/sessions/bad/messages");
         let ok_turn = json!({"role": "user", "content": "fine"});
 
         // No tenant at all.
-        let r = app.client.post(&path).json(&json!({"messages": [ok_turn]})).send().await.unwrap();
+        let r = app
+            .client
+            .post(&path)
+            .json(&json!({"messages": [ok_turn]}))
+            .send()
+            .await
+            .unwrap();
         expect_error(r, 400, "missing_tenant").await;
         // Two of three headers.
         let r = app
@@ -37,9 +53,13 @@ async fn bad_input_gets_a_coded_4xx_and_writes_nothing() {
             .unwrap();
         expect_error(r, 400, "missing_tenant").await;
         // Unknown role and empty content, next to a valid turn: nothing of the request is kept.
-        let r = app.append(&t, "bad", json!([ok_turn, {"role": "robot", "content": "beep"}])).await;
+        let r = app
+            .append(&t, "bad", json!([ok_turn, {"role": "robot", "content": "beep"}]))
+            .await;
         expect_error(r, 422, "invalid_request").await;
-        let r = app.append(&t, "bad", json!([ok_turn, {"role": "user", "content": "  "}])).await;
+        let r = app
+            .append(&t, "bad", json!([ok_turn, {"role": "user", "content": "  "}]))
+            .await;
         expect_error(r, 422, "invalid_request").await;
         let r = app.append(&t, "bad", json!([])).await;
         expect_error(r, 422, "invalid_request").await;
@@ -55,13 +75,22 @@ async fn bad_input_gets_a_coded_4xx_and_writes_nothing() {
             .unwrap();
         expect_error(r, 400, "malformed_json").await;
         // Not JSON at all.
-        let r = app.req(Method::POST, "/v1/sessions/bad/messages", &t).body("hello").send().await.unwrap();
+        let r = app
+            .req(Method::POST, "/v1/sessions/bad/messages", &t)
+            .body("hello")
+            .send()
+            .await
+            .unwrap();
         expect_error(r, 415, "unsupported_media_type").await;
         // Over the body limit.
-        let r = app.append(&t, "bad", json!([{"role": "user", "content": "x".repeat(5000)}])).await;
+        let r = app
+            .append(&t, "bad", json!([{"role": "user", "content": "x".repeat(5000)}]))
+            .await;
         expect_error(r, 413, "payload_too_large").await;
         // Too many turns.
-        let many: Vec<Value> = (0..11).map(|i| json!({"role": "user", "content": format!("t{i}")})).collect();
+        let many: Vec<Value> = (0..11)
+            .map(|i| json!({"role": "user", "content": format!("t{i}")}))
+            .collect();
         let r = app.append(&t, "bad", Value::Array(many)).await;
         expect_error(r, 413, "too_many_items").await;
         // Bad query parameters and search bodies.
@@ -86,7 +115,10 @@ async fn bad_input_gets_a_coded_4xx_and_writes_nothing() {
         app.append_ok(&t, "bad", json!([ok_turn])).await;
         let body: Value = app.list(&t, "bad", "").await.json().await.unwrap();
         assert_eq!(body["messages"].as_array().unwrap().len(), 1, "{mode:?}");
-        assert_eq!(body["messages"][0]["seq"], 1, "{mode:?}: rejected requests consumed no seq");
+        assert_eq!(
+            body["messages"][0]["seq"], 1,
+            "{mode:?}: rejected requests consumed no seq"
+        );
     }
 }
 
@@ -97,19 +129,45 @@ async fn tenants_never_see_each_other() {
         let a = tenant();
         let mut b = a.clone();
         b.user = "someone-else".into();
-        app.append_ok(&a, "private", json!([{"role": "user", "content": "my secret plan involves zeppelins"}])).await;
-        app.append_ok(&b, "theirs", json!([{"role": "user", "content": "zeppelins are also mine"}])).await;
+        app.append_ok(
+            &a,
+            "private",
+            json!([{"role": "user", "content": "my secret plan involves zeppelins"}]),
+        )
+        .await;
+        app.append_ok(
+            &b,
+            "theirs",
+            json!([{"role": "user", "content": "zeppelins are also mine"}]),
+        )
+        .await;
         app.wait_indexed(Duration::from_secs(30)).await;
 
         // B cannot read, append to, reset or search A's session; 404 as if it did not exist.
         expect_error(app.list(&b, "private", "").await, 404, "not_found").await;
-        let r = app.append(&b, "private", json!([{"role": "user", "content": "intrusion"}])).await;
+        let r = app
+            .append(&b, "private", json!([{"role": "user", "content": "intrusion"}]))
+            .await;
         expect_error(r, 404, "not_found").await;
-        let r = app.req(Method::POST, "/v1/sessions/private/reset", &b).send().await.unwrap();
+        let r = app
+            .req(Method::POST, "/v1/sessions/private/reset", &b)
+            .send()
+            .await
+            .unwrap();
         expect_error(r, 404, "not_found").await;
-        assert_eq!(app.search_contents(&b, "zeppelins").await, ["zeppelins are also mine"], "{mode:?}");
-        assert_eq!(app.search_contents(&a, "zeppelins").await, ["my secret plan involves zeppelins"], "{mode:?}");
-        let r = app.search(&b, json!({"query": "zeppelins", "session_id": "private"})).await;
+        assert_eq!(
+            app.search_contents(&b, "zeppelins").await,
+            ["zeppelins are also mine"],
+            "{mode:?}"
+        );
+        assert_eq!(
+            app.search_contents(&a, "zeppelins").await,
+            ["my secret plan involves zeppelins"],
+            "{mode:?}"
+        );
+        let r = app
+            .search(&b, json!({"query": "zeppelins", "session_id": "private"}))
+            .await;
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["items"], json!([]), "{mode:?}");
 
@@ -124,7 +182,8 @@ async fn reset_marks_the_session_and_deletes_nothing() {
     for mode in MODES {
         let app = TestApp::start(mode).await;
         let t = tenant();
-        app.append_ok(&t, "r", json!([{"role": "user", "content": "before reset"}])).await;
+        app.append_ok(&t, "r", json!([{"role": "user", "content": "before reset"}]))
+            .await;
         let r = app.req(Method::POST, "/v1/sessions/r/reset", &t).send().await.unwrap();
         assert_eq!(r.status(), 200);
         let body: Value = r.json().await.unwrap();
@@ -132,7 +191,11 @@ async fn reset_marks_the_session_and_deletes_nothing() {
         assert!(body["reset_at"].as_str().is_some(), "{mode:?}");
         let body: Value = app.list(&t, "r", "").await.json().await.unwrap();
         assert_eq!(body["messages"].as_array().unwrap().len(), 1, "{mode:?}");
-        let r = app.req(Method::POST, "/v1/sessions/absent/reset", &t).send().await.unwrap();
+        let r = app
+            .req(Method::POST, "/v1/sessions/absent/reset", &t)
+            .send()
+            .await
+            .unwrap();
         expect_error(r, 404, "not_found").await;
     }
 }
@@ -148,7 +211,8 @@ async fn probes_and_metrics_answer() {
         assert_eq!(r.status(), 200);
         let body: Value = r.json().await.unwrap();
         assert_eq!(body, json!({"store": "ok", "bus": "ok", "index": "ok"}), "{mode:?}");
-        app.append_ok(&t, "m", json!([{"role": "user", "content": "count me"}])).await;
+        app.append_ok(&t, "m", json!([{"role": "user", "content": "count me"}]))
+            .await;
         app.wait_indexed(Duration::from_secs(30)).await;
         let r = app.client.get(app.url("/metrics")).send().await.unwrap();
         assert_eq!(r.status(), 200);
@@ -162,6 +226,9 @@ async fn probes_and_metrics_answer() {
         ] {
             assert!(text.contains(name), "{mode:?}: /metrics lacks {name}");
         }
-        assert!(text.contains("route=\"/v1/sessions/{session_id}/messages\""), "routes are labelled by template");
+        assert!(
+            text.contains("route=\"/v1/sessions/{session_id}/messages\""),
+            "routes are labelled by template"
+        );
     }
 }

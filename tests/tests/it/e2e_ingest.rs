@@ -26,12 +26,21 @@ async fn ingest_then_search_finds_the_turn() {
                 ]),
             )
             .await;
-        let seqs: Vec<i64> = body["messages"].as_array().unwrap().iter().map(|m| m["seq"].as_i64().unwrap()).collect();
+        let seqs: Vec<i64> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["seq"].as_i64().unwrap())
+            .collect();
         assert_eq!(seqs, [1, 2, 3], "{mode:?}");
         app.wait_indexed(INDEX_WAIT).await;
 
         let hits = app.search_contents(&t, "orders index").await;
-        assert_eq!(hits.first().map(String::as_str), Some("Please check the index on the orders table"), "{mode:?}");
+        assert_eq!(
+            hits.first().map(String::as_str),
+            Some("Please check the index on the orders table"),
+            "{mode:?}"
+        );
         // A Chinese word inside a longer phrase: 订单 within 订单表.
         let hits = app.search_contents(&t, "订单").await;
         assert_eq!(hits, ["请检查订单表的索引，然后告诉我结果"], "{mode:?}");
@@ -145,35 +154,61 @@ async fn injected_memory_is_stripped_before_storage() {
         let app = TestApp::start(mode).await;
         let t = tenant();
         let content = format!("{MEMORY_BLOCK_START}\n- the user is a DBA\n{MEMORY_BLOCK_END}\nhow do I add an index?");
-        app.append_ok(&t, "clean", json!([{"role": "user", "content": content}])).await;
+        app.append_ok(&t, "clean", json!([{"role": "user", "content": content}]))
+            .await;
         let body: Value = app.list(&t, "clean", "").await.json().await.unwrap();
         assert_eq!(body["messages"][0]["content"], "how do I add an index?", "{mode:?}");
         app.wait_indexed(INDEX_WAIT).await;
-        assert!(app.search_contents(&t, "DBA").await.is_empty(), "{mode:?}: injected memory must not be indexed");
+        assert!(
+            app.search_contents(&t, "DBA").await.is_empty(),
+            "{mode:?}: injected memory must not be indexed"
+        );
     }
 }
 
 #[tokio::test]
 async fn a_stopped_worker_catches_up_exactly_once() {
     for mode in MODES {
-        let app = TestApp::with(mode, Options { no_worker: true, ..Options::default() }).await;
+        let app = TestApp::with(
+            mode,
+            Options {
+                no_worker: true,
+                ..Options::default()
+            },
+        )
+        .await;
         let t = tenant();
         for batch in 0..10 {
-            let turns: Vec<Value> =
-                (0..100).map(|i| json!({"role": "user", "content": format!("backlog turn {batch}-{i} walrus")})).collect();
-            app.append_ok(&t, &format!("backlog-{}", batch % 3), Value::Array(turns)).await;
+            let turns: Vec<Value> = (0..100)
+                .map(|i| json!({"role": "user", "content": format!("backlog turn {batch}-{i} walrus")}))
+                .collect();
+            app.append_ok(&t, &format!("backlog-{}", batch % 3), Value::Array(turns))
+                .await;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(app.indexed_count(&t).await, 0, "{mode:?}: nothing indexes while the worker is down");
+        assert_eq!(
+            app.indexed_count(&t).await,
+            0,
+            "{mode:?}: nothing indexes while the worker is down"
+        );
         let lag = app.backends.store.lag(shared::store::INDEX_CONSUMER).await.unwrap();
         assert_eq!(lag.turns, 1_000);
 
         let _worker = app.spawn_index_worker();
         app.wait_indexed(INDEX_WAIT).await;
-        assert_eq!(app.indexed_count(&t).await, 1_000, "{mode:?}: every turn indexed, none twice");
+        assert_eq!(
+            app.indexed_count(&t).await,
+            1_000,
+            "{mode:?}: every turn indexed, none twice"
+        );
         let response = app.search(&t, json!({"query": "walrus", "limit": 100})).await;
         let body: Value = response.json().await.unwrap();
-        let ids: HashSet<&str> = body["items"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
+        let ids: HashSet<&str> = body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap())
+            .collect();
         assert_eq!(ids.len(), 100, "{mode:?}");
     }
 }
@@ -189,28 +224,68 @@ async fn graceful_stop_drains_and_a_restart_keeps_every_turn() {
     ];
     let t = tenant();
     {
-        let mut app = TestApp::with(Mode::Embedded, Options { env: env.clone(), ..Options::default() }).await;
-        app.append_ok(&t, "keep", json!([{"role": "user", "content": "persist me across restarts"}])).await;
+        let mut app = TestApp::with(
+            Mode::Embedded,
+            Options {
+                env: env.clone(),
+                ..Options::default()
+            },
+        )
+        .await;
+        app.append_ok(
+            &t,
+            "keep",
+            json!([{"role": "user", "content": "persist me across restarts"}]),
+        )
+        .await;
         app.wait_indexed(INDEX_WAIT).await;
         app.stop().await;
     }
-    let app = TestApp::with(Mode::Embedded, Options { env, ..Options::default() }).await;
+    let app = TestApp::with(
+        Mode::Embedded,
+        Options {
+            env,
+            ..Options::default()
+        },
+    )
+    .await;
     let body: Value = app.list(&t, "keep", "").await.json().await.unwrap();
     assert_eq!(body["messages"][0]["content"], "persist me across restarts");
-    assert_eq!(app.search_contents(&t, "restarts").await, ["persist me across restarts"]);
-    let body = app.append_ok(&t, "keep", json!([{"role": "user", "content": "second"}])).await;
+    assert_eq!(
+        app.search_contents(&t, "restarts").await,
+        ["persist me across restarts"]
+    );
+    let body = app
+        .append_ok(&t, "keep", json!([{"role": "user", "content": "second"}]))
+        .await;
     assert_eq!(body["messages"][0]["seq"], 2);
 }
 
 #[tokio::test]
 async fn lost_events_only_delay_indexing() {
     for mode in MODES {
-        let app = TestApp::with(mode, Options { lose_events: true, ..Options::default() }).await;
+        let app = TestApp::with(
+            mode,
+            Options {
+                lose_events: true,
+                ..Options::default()
+            },
+        )
+        .await;
         let t = tenant();
-        app.append_ok(&t, "quiet", json!([{"role": "user", "content": "nobody announced this narwhal"}])).await;
+        app.append_ok(
+            &t,
+            "quiet",
+            json!([{"role": "user", "content": "nobody announced this narwhal"}]),
+        )
+        .await;
         // No event arrives; the periodic sweep (200 ms in tests) must find the turn.
         app.wait_indexed(INDEX_WAIT).await;
-        assert_eq!(app.search_contents(&t, "narwhal").await, ["nobody announced this narwhal"], "{mode:?}");
+        assert_eq!(
+            app.search_contents(&t, "narwhal").await,
+            ["nobody announced this narwhal"],
+            "{mode:?}"
+        );
     }
 }
 
@@ -225,8 +300,18 @@ async fn the_worker_resubscribes_after_losing_the_broker() {
 
     // A long sweep period: only events can get the second turn indexed in time.
     let env = vec![("WORKER_SWEEP_INTERVAL_MS", "600000".to_owned())];
-    let app = TestApp::with(Mode::Cluster, Options { no_worker: true, env, ..Options::default() }).await;
-    let Deployment::Cluster { amqp_url, .. } = &app.settings.deployment else { unreachable!() };
+    let app = TestApp::with(
+        Mode::Cluster,
+        Options {
+            no_worker: true,
+            env,
+            ..Options::default()
+        },
+    )
+    .await;
+    let Deployment::Cluster { amqp_url, .. } = &app.settings.deployment else {
+        unreachable!()
+    };
     let bus = AmqpBus::connect(AmqpSettings {
         url: amqp_url.clone(),
         prefix: app.settings.amqp_prefix.clone(),
@@ -237,7 +322,11 @@ async fn the_worker_resubscribes_after_losing_the_broker() {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let worker = tokio::spawn(run_consumer(
         Arc::new(bus.clone()),
-        Arc::new(IndexHandler(Indexer::new(app.backends.store.clone(), app.backends.index.clone(), 64))),
+        Arc::new(IndexHandler(Indexer::new(
+            app.backends.store.clone(),
+            app.backends.index.clone(),
+            64,
+        ))),
         ConsumerSettings {
             prefetch: 4,
             sweep_interval: Duration::from_secs(600),
@@ -247,11 +336,13 @@ async fn the_worker_resubscribes_after_losing_the_broker() {
         shutdown.clone(),
     ));
     let t = tenant();
-    app.append_ok(&t, "flaky", json!([{"role": "user", "content": "before the outage"}])).await;
+    app.append_ok(&t, "flaky", json!([{"role": "user", "content": "before the outage"}]))
+        .await;
     app.wait_indexed(INDEX_WAIT).await;
 
     bus.force_disconnect().await;
-    app.append_ok(&t, "flaky", json!([{"role": "user", "content": "after the outage"}])).await;
+    app.append_ok(&t, "flaky", json!([{"role": "user", "content": "after the outage"}]))
+        .await;
     app.wait_indexed(INDEX_WAIT).await;
     assert_eq!(app.search_contents(&t, "outage").await.len(), 2);
 

@@ -68,7 +68,10 @@ async fn append(base: &str, t: &Tenant, session: &str, messages: Value) {
 
 async fn sigterm_and_wait(mut proc: Proc) {
     let pid = proc.child.id().expect("pid") as i32;
-    let status = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let start = Instant::now();
     let exit = tokio::time::timeout(Duration::from_secs(10), proc.child.wait())
@@ -89,7 +92,10 @@ async fn sigkill_mid_indexing_loses_and_duplicates_nothing() {
         ("SEDIMENT_DATABASE_URL".into(), db.url.clone()),
         ("SEDIMENT_AMQP_URL".into(), amqp.url.clone()),
         ("SEDIMENT_AMQP_PREFIX".into(), amqp.prefix.clone()),
-        ("SEDIMENT_INDEX_DIR".into(), dir.path().join("index").display().to_string()),
+        (
+            "SEDIMENT_INDEX_DIR".into(),
+            dir.path().join("index").display().to_string(),
+        ),
         // Small batches and a long sweep period: indexing is slow and driven by events, so the
         // kill lands mid-way.
         ("SEDIMENT_WORKER_BATCH_SIZE".into(), "5".into()),
@@ -100,12 +106,16 @@ async fn sigkill_mid_indexing_loses_and_duplicates_nothing() {
 
     let mut first = spawn(&env).await;
     for batch in 0..20 {
-        let turns: Vec<Value> =
-            (0..100).map(|i| json!({"role": "user", "content": format!("crash test {batch}-{i} platypus")})).collect();
+        let turns: Vec<Value> = (0..100)
+            .map(|i| json!({"role": "user", "content": format!("crash test {batch}-{i} platypus")}))
+            .collect();
         append(&first.base, &t, &format!("crash-{}", batch % 4), Value::Array(turns)).await;
     }
     let lag = store.lag(INDEX_CONSUMER).await.unwrap();
-    assert!(lag.turns > 0, "the kill must land before indexing finished (lag {lag:?})");
+    assert!(
+        lag.turns > 0,
+        "the kill must land before indexing finished (lag {lag:?})"
+    );
     first.child.kill().await.unwrap();
     eprintln!("killed with index lag {lag:?}");
 
@@ -113,22 +123,38 @@ async fn sigkill_mid_indexing_loses_and_duplicates_nothing() {
     let second = spawn(&env).await;
     let start = Instant::now();
     while store.lag(INDEX_CONSUMER).await.unwrap().turns > 0 {
-        assert!(start.elapsed() < Duration::from_secs(60), "indexing did not finish after restart");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "indexing did not finish after restart"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     sigterm_and_wait(second).await;
 
     let index = EdgeIndex::open(&dir.path().join("index"), 5_000).unwrap();
-    assert_eq!(index.count(&t, PointKind::Turn).await.unwrap(), 2_000, "every turn indexed exactly once");
+    assert_eq!(
+        index.count(&t, PointKind::Turn).await.unwrap(),
+        2_000,
+        "every turn indexed exactly once"
+    );
 }
 
 #[tokio::test]
 async fn sigterm_in_embedded_mode_exits_zero_and_keeps_data() {
     let dir = tempfile::tempdir().unwrap();
-    let env: Vec<(String, String)> = vec![("SEDIMENT_DATA_DIR".into(), dir.path().join("data").display().to_string())];
+    let env: Vec<(String, String)> = vec![(
+        "SEDIMENT_DATA_DIR".into(),
+        dir.path().join("data").display().to_string(),
+    )];
     let t = tenant();
     let proc = spawn(&env).await;
-    append(&proc.base, &t, "term", json!([{"role": "user", "content": "survive the restart"}])).await;
+    append(
+        &proc.base,
+        &t,
+        "term",
+        json!([{"role": "user", "content": "survive the restart"}]),
+    )
+    .await;
     sigterm_and_wait(proc).await;
     let proc = spawn(&env).await;
     let r = reqwest::Client::new()

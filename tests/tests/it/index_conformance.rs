@@ -13,10 +13,22 @@ fn open(dir: &tempfile::TempDir) -> EdgeIndex {
     EdgeIndex::open(dir.path(), OPTIMIZE_EVERY).expect("open edge index")
 }
 
+/// An index whose optimizer has real work after a few hundred points.
+fn open_small(dir: &tempfile::TempDir) -> EdgeIndex {
+    EdgeIndex::open_with_small_segments(dir.path(), OPTIMIZE_EVERY).expect("open edge index")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_backend_passes_the_suite() {
     let dir = tempfile::tempdir().unwrap();
-    let index = open(&dir);
+    let index = open_small(&dir);
+    testsuite::search_index_suite(&index).await;
+    // Once more over optimized segments (waits for a background run in progress).
+    index.optimize().await.unwrap();
+    assert!(
+        index.optimizations() > 0,
+        "the suite never went through a real optimization"
+    );
     testsuite::search_index_suite(&index).await;
 }
 
@@ -125,26 +137,32 @@ async fn edge_optimizes_in_the_background_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let tenant = unique_tenant();
     let points = bulk_points(&tenant, 3 * OPTIMIZE_EVERY + 50);
-    let index = open(&dir);
+    let index = open_small(&dir);
     for batch in points.chunks(50) {
         index.upsert(batch).await.unwrap();
     }
     // Searches run while the optimizer may be busy...
     assert_all_searchable(&index, &tenant, &points).await;
 
-    // ...and after it has finished at least once.
+    // ...and after it has changed the segments at least once, with no explicit call.
     let deadline = Instant::now() + Duration::from_secs(120);
-    while index.optimize_runs() == 0 {
+    while index.optimizations() == 0 {
         assert!(Instant::now() < deadline, "no background optimization within 120 s");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     index.optimize().await.unwrap();
+    assert!(
+        !index.optimize().await.unwrap(),
+        "a second run right after has nothing to do"
+    );
     assert_all_searchable(&index, &tenant, &points).await;
 
     // Deletes after optimization hit the optimized segments; a reopen keeps all of it.
     index.delete(&[points[1].id]).await.unwrap();
+    let tenant_count = index.count(&tenant, shared::index::PointKind::Turn).await.unwrap();
+    assert_eq!(tenant_count, points.len() as u64 - 1);
     drop(index);
-    let index = open(&dir);
+    let index = open_small(&dir);
     index.upsert(&points[1..2]).await.unwrap();
     assert_all_searchable(&index, &tenant, &points).await;
 }
