@@ -182,7 +182,7 @@ impl Settings {
             },
             worker: WorkerSettings {
                 prefetch: positive(vars, "WORKER_PREFETCH", 32)?,
-                batch_size: positive(vars, "WORKER_BATCH_SIZE", 256)?,
+                batch_size: positive(vars, "WORKER_BATCH_SIZE", 1_000)?,
                 sweep_interval: millis(vars, "WORKER_SWEEP_INTERVAL_MS", 30_000)?,
                 health_listen: parse(
                     vars,

@@ -13,7 +13,8 @@
 //! `Arc`. Searches and counts run in parallel with anything, and so do writes with an optimizer
 //! run (as in the Qdrant server). Two hazards of edge's `flush`, which *panics* instead of
 //! waiting when a lock is taken:
-//! - the WAL mutex, held by `update`: writes (update + flush) are serialized by `write_gate`;
+//! - the WAL mutex, held by `update`: updates and flushes are serialized by `write_gate`, and
+//!   concurrent writers share one flush (group commit, see `Inner::write`);
 //! - the segment-holder lock, write-locked for a moment each time the optimizer swaps
 //!   segments: `flush` first waits for that lock to be free (a blocking read through `info`),
 //!   and if the optimizer still wins the race, the panic is caught (nothing has changed
@@ -56,6 +57,13 @@ use uuid::Uuid;
 use super::{Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex, SparseVector};
 use crate::domain::Tenant;
 
+/// Size (KB) at which the optimizer turns the appendable segment into an indexed one. Edge's
+/// flush rewrites state proportional to the appendable segment, so a small one keeps every
+/// durable write cheap: measured with `bench_index`, 100-point upserts at 30k points cost
+/// 25 ms at 500 KB against 50 ms at edge's default, and queries got faster too (p50 0.85 ms
+/// against 2.0 ms). Applies to shards created with it; it persists with the shard.
+pub const DEFAULT_INDEXING_THRESHOLD_KB: usize = 500;
+
 /// Name of the BM25 sparse vector (shared with the Qdrant-server backend's collection).
 pub const BM25_VECTOR: &str = "bm25";
 
@@ -87,11 +95,17 @@ pub struct EdgeIndex {
 
 struct Inner {
     // Field order is drop order: the shard flushes on drop, then the directory is unlocked.
-    shard: EdgeShard,
+    /// Always `Some` until `Drop` takes it out.
+    shard: Option<EdgeShard>,
     _dir_lock: File,
     bm25: Bm25,
-    /// Held by each write (update + flush); see the module docs.
+    /// Held by each `update` and each flush; see the module docs.
     write_gate: Mutex<()>,
+    /// Updates applied so far (a sequence, bumped under `write_gate`).
+    written: AtomicU64,
+    /// The highest `written` value known durable. Held while flushing, so concurrent writers
+    /// line up behind one flush and most find their update already covered (group commit).
+    flushed: Mutex<u64>,
     /// Held by each optimizer run.
     optimize_lock: Mutex<()>,
     optimize_every: usize,
@@ -103,7 +117,7 @@ struct Inner {
 impl std::fmt::Debug for EdgeIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EdgeIndex")
-            .field("path", &self.inner.shard.path())
+            .field("path", &self.inner.shard().path())
             .field("optimize_every", &self.inner.optimize_every)
             .finish_non_exhaustive()
     }
@@ -116,7 +130,11 @@ impl EdgeIndex {
     /// directory lock, loads the segments and ensures the payload indexes. A background
     /// optimizer run starts after every `optimize_every` upserted points; 0 disables it.
     pub fn open(dir: &Path, optimize_every: usize) -> IndexResult<Self> {
-        Self::open_with(dir, optimize_every, EdgeOptimizersConfig::default())
+        let optimizers = EdgeOptimizersConfig {
+            indexing_threshold: Some(DEFAULT_INDEXING_THRESHOLD_KB),
+            ..EdgeOptimizersConfig::default()
+        };
+        Self::open_with(dir, optimize_every, optimizers)
     }
 
     /// Like `open`, but a shard created here gets tiny optimizer thresholds (50 KB to index a
@@ -146,10 +164,12 @@ impl EdgeIndex {
         check_config(&shard.config())?;
 
         let inner = Inner {
-            shard,
+            shard: Some(shard),
             _dir_lock: dir_lock,
             bm25: Bm25::new(),
             write_gate: Mutex::new(()),
+            written: AtomicU64::new(0),
+            flushed: Mutex::new(0),
             optimize_lock: Mutex::new(()),
             optimize_every,
             upserted_since_optimize: AtomicUsize::new(0),
@@ -219,12 +239,41 @@ impl EdgeIndex {
     }
 }
 
+impl Drop for Inner {
+    /// Edge's own drop flushes and panics on failure (say, the directory was removed under a
+    /// process that is exiting); contain it, so dropping an index never aborts the process.
+    fn drop(&mut self) {
+        if let Some(shard) = self.shard.take() {
+            if catch_unwind(AssertUnwindSafe(move || drop(shard))).is_err() {
+                tracing::error!("failed to flush the search index on close");
+            }
+        }
+    }
+}
+
 impl Inner {
+    fn shard(&self) -> &EdgeShard {
+        self.shard.as_ref().expect("the shard is only taken out on drop")
+    }
+
     /// Applies one write and makes it durable. Holds the write gate throughout.
+    /// Writers that arrive while a flush runs apply their updates after it, and the next flush
+    /// covers all of them at once.
     fn write(&self, operation: UpdateOperation) -> IndexResult<()> {
+        let mine = {
+            let _gate = lock(&self.write_gate);
+            self.shard().update(operation).map_err(backend)?;
+            self.written.fetch_add(1, Ordering::AcqRel) + 1
+        };
+        let mut flushed = lock(&self.flushed);
+        if *flushed >= mine {
+            return Ok(());
+        }
         let _gate = lock(&self.write_gate);
-        self.shard.update(operation).map_err(backend)?;
-        self.flush()
+        let target = self.written.load(Ordering::Acquire);
+        self.flush()?;
+        *flushed = target;
+        Ok(())
     }
 
     /// Flushes the WAL and all segments, fsynced; the caller holds the write gate.
@@ -232,10 +281,10 @@ impl Inner {
         let mut attempt = 0;
         loop {
             // A blocking read of the segment holder: returns once no optimizer swap holds it.
-            let _ = self.shard.info();
+            let _ = self.shard().info();
             // `EdgeShard::flush` panics where it should wait or fail: on lock contention and on
             // an I/O error. Catch it rather than lose the blocking thread.
-            let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.shard.flush())) else {
+            let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.shard().flush())) else {
                 return Ok(());
             };
             let detail = panic_detail(&*panic);
@@ -253,7 +302,7 @@ impl Inner {
 
     fn optimize(&self) -> IndexResult<bool> {
         let _running = lock(&self.optimize_lock);
-        let optimized = self.shard.optimize().map_err(backend)?;
+        let optimized = self.shard().optimize().map_err(backend)?;
         if optimized {
             let _gate = lock(&self.write_gate);
             self.flush()?;
@@ -273,7 +322,7 @@ impl Inner {
                 field_schema: Some(PayloadFieldSchema::FieldType(PayloadSchemaType::Keyword)),
             };
             let operation = UpdateOperation::FieldIndexOperation(FieldIndexOperations::CreateIndex(create));
-            self.shard.update(operation).map_err(backend)?;
+            self.shard().update(operation).map_err(backend)?;
         }
         self.flush()
     }
@@ -317,7 +366,7 @@ impl Inner {
             with_vector: WithVector::Bool(false),
             with_payload: WithPayloadInterface::Bool(false),
         };
-        self.shard
+        self.shard()
             .query(request)
             .map_err(backend)?
             .into_iter()
@@ -375,7 +424,7 @@ impl SearchIndex for EdgeIndex {
                 filter: Some(filter),
                 exact: true,
             };
-            let count = inner.shard.count(request).map_err(backend)?;
+            let count = inner.shard().count(request).map_err(backend)?;
             Ok(count as u64)
         })
         .await
@@ -480,8 +529,9 @@ fn lock_dir(dir: &Path) -> IndexResult<File> {
     }
 }
 
-/// Locks a mutex that guards no data, so a panic while it was held left nothing inconsistent.
-fn lock(mutex: &Mutex<()>) -> MutexGuard<'_, ()> {
+/// Locks a mutex, ignoring poison: the guarded state (nothing, or the durable-write mark, which
+/// only moves after a successful flush) is consistent even if a holder panicked.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -45,16 +45,33 @@ const WORDS: &[&str] = &[
     "kafka",
     "rabbit",
 ];
+/// Distinct synthetic terms besides `WORDS`; drawn with a Zipf-like skew, as words in real text are.
+const VOCABULARY: usize = 20_000;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A term: a few common domain words, mostly a long tail of rarer ones (rank ~ 1/u²).
+    fn word(&mut self) -> String {
+        if self.next().is_multiple_of(4) {
+            return WORDS[(self.next() % WORDS.len() as u64) as usize].to_owned();
+        }
+        let u = (self.next() % 1_000_000) as f64 / 1_000_000.0 + 1e-6;
+        let rank = ((VOCABULARY as f64) * u * u) as usize;
+        format!("term{rank}")
+    }
+}
 
 fn sentence(seed: usize) -> String {
-    let mut x = seed.wrapping_mul(2654435761) ^ 0x9e3779b9;
-    let mut words = Vec::with_capacity(12);
-    for _ in 0..12 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        words.push(WORDS[x % WORDS.len()]);
-    }
+    let mut rng = Rng(seed as u64 * 2_654_435_761 + 0x9e37_79b9);
+    let words: Vec<String> = (0..12).map(|_| rng.word()).collect();
     format!("{} #{seed}", words.join(" "))
 }
 
@@ -66,7 +83,10 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-async fn ingest(app: &TestApp, clients: usize) {
+/// Closed loop (`rate` = None: each client sends its next request as soon as the last one
+/// returned, so latency = clients / throughput) or open loop (`rate` = total turns/s, spread
+/// evenly over the clients: latency is the service time at that load).
+async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
     let t = tenant();
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
     let mut tasks = tokio::task::JoinSet::new();
@@ -75,14 +95,23 @@ async fn ingest(app: &TestApp, clients: usize) {
         tasks.spawn(async move {
             let mut latencies = Vec::new();
             let mut n = 0usize;
+            let interval = rate.map(|r| Duration::from_secs_f64(BATCH as f64 * clients as f64 / r));
+            let mut next_send = Instant::now()
+                + interval
+                    .map(|i| i.mul_f64(c as f64 / clients as f64))
+                    .unwrap_or_default();
             while Instant::now() < deadline {
+                if let Some(interval) = interval {
+                    tokio::time::sleep_until(next_send.into()).await;
+                    next_send += interval;
+                }
                 let turns: Vec<Value> = (0..BATCH)
                     .map(|i| json!({"role": "user", "content": sentence(c * 1_000_000 + n + i)}))
                     .collect();
                 n += BATCH;
                 let start = Instant::now();
                 let r = client
-                    .post(format!("{base}/v1/sessions/bench-{c}/messages"))
+                    .post(format!("{base}/v1/sessions/{}-{c}/messages", t.team))
                     .header(api::TEAM_HEADER, &t.team)
                     .header(api::AGENT_HEADER, &t.agent)
                     .header(api::USER_HEADER, &t.user)
@@ -107,8 +136,9 @@ async fn ingest(app: &TestApp, clients: usize) {
     app.wait_indexed(Duration::from_secs(600)).await;
     let catch_up = ingest_end.elapsed();
     println!(
-        "{:?} ingest clients={clients:>2} batch={BATCH}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0} | index lag at end={lag_at_end} turns, caught up {:.2}s later",
+        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0} | index lag at end={lag_at_end} turns, caught up {:.2}s later",
         app.mode,
+        rate.map(|r| format!("paced at {r:.0} turns/s")).unwrap_or_else(|| "closed loop".into()),
         latencies.len(),
         percentile(&latencies, 0.50).as_secs_f64() * 1e3,
         percentile(&latencies, 0.99).as_secs_f64() * 1e3,
@@ -135,8 +165,8 @@ async fn search(app: &TestApp) {
     );
     let mut latencies = Vec::with_capacity(SEARCH_QUERIES);
     for q in 0..SEARCH_QUERIES {
-        let a = WORDS[q % WORDS.len()];
-        let b = WORDS[(q * 7 + 3) % WORDS.len()];
+        let mut rng = Rng(q as u64 * 7_919 + 17);
+        let (a, b) = (rng.word(), rng.word());
         let start = Instant::now();
         let r = app.search(&t, json!({"query": format!("{a} {b}"), "limit": 10})).await;
         assert_eq!(r.status(), 200);
@@ -164,13 +194,17 @@ async fn main() {
         env: vec![("WORKER_SWEEP_INTERVAL_MS", "1000".into())],
         ..Options::default()
     };
-    let app = TestApp::with(mode, options).await;
+    let mut app = TestApp::with(mode, options).await;
     if what == "all" || what == "ingest" {
         for clients in [1, 16, 64] {
-            ingest(&app, clients).await;
+            ingest(&app, clients, None).await;
+        }
+        for clients in [16, 64] {
+            ingest(&app, clients, Some(5_000.0)).await;
         }
     }
     if what == "all" || what == "search" {
         search(&app).await;
     }
+    app.stop().await;
 }
