@@ -72,13 +72,27 @@ pub async fn start(
             sweep_interval: settings.worker.sweep_interval,
             shutdown_deadline: settings.shutdown_deadline,
         };
-        tokio::spawn(run_consumer(
+        let consumer = run_consumer(
             backends.bus.clone(),
             Arc::new(IndexHandler(indexer)),
             consumer_settings,
             Arc::new(Heartbeat::default()),
             shutdown.clone(),
-        ))
+        );
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let result = consumer.await;
+            // An API whose in-process worker is gone would accept turns that nothing indexes:
+            // take the whole process down, so the supervisor restarts it.
+            if let Err(e) = &result {
+                tracing::error!(
+                    error = format!("{e:#}"),
+                    "in-process index worker failed; shutting down"
+                );
+                shutdown.cancel();
+            }
+            result
+        })
     });
 
     let http_shutdown = shutdown.clone();

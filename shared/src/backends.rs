@@ -7,7 +7,7 @@ use anyhow::Context as _;
 
 use crate::bus::{AmqpBus, AmqpSettings, EventBus, LocalBus};
 use crate::config::{Deployment, IndexBackend, Settings};
-use crate::index::{EdgeIndex, SearchIndex};
+use crate::index::{EdgeIndex, QdrantIndex, SearchIndex};
 use crate::store::{PostgresStore, SqliteStore, TranscriptStore};
 
 /// One implementation of every port.
@@ -57,10 +57,21 @@ impl Backends {
         let index: Arc<dyn SearchIndex> = match &settings.index {
             IndexBackend::Edge { dir } => {
                 std::fs::create_dir_all(dir).with_context(|| format!("create index directory {}", dir.display()))?;
-                Arc::new(EdgeIndex::open(dir, settings.index_optimize_every).context("open the Qdrant Edge index")?)
+                // Opening blocks (segment loads, up to 30 s waiting for the directory lock).
+                let (dir, every) = (dir.clone(), settings.index_optimize_every);
+                let index = tokio::task::spawn_blocking(move || EdgeIndex::open(&dir, every))
+                    .await
+                    .context("join the index opener")?
+                    .context("open the Qdrant Edge index")?;
+                Arc::new(index)
             }
-            IndexBackend::Qdrant { url, .. } => {
-                anyhow::bail!("the Qdrant server index backend ({url}) is not available in this build yet; unset SEDIMENT_QDRANT_URL to use the embedded Qdrant Edge index")
+            IndexBackend::Qdrant { url, collection } => {
+                let api_key = settings.qdrant_api_key.as_ref().map(|key| key.expose().to_owned());
+                Arc::new(
+                    QdrantIndex::connect(url, collection, api_key)
+                        .await
+                        .with_context(|| format!("connect to the Qdrant server at {url}"))?,
+                )
             }
         };
         let api_runs_index_worker = embedded || matches!(settings.index, IndexBackend::Edge { .. });

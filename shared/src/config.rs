@@ -72,10 +72,34 @@ pub struct WorkerSettings {
     pub retry_delay: Duration,
 }
 
+/// A secret setting (an API key): its value never shows in `Debug` output, so settings can be
+/// logged whole.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for handing to the client that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub deployment: Deployment,
     pub index: IndexBackend,
+    /// API key of the Qdrant server (`SEDIMENT_QDRANT_API_KEY`), if it requires one.
+    pub qdrant_api_key: Option<Secret>,
     /// Where the API listens.
     pub listen: SocketAddr,
     /// Names of the exchange and queues (`{prefix}.events`, `{prefix}.index`, ...).
@@ -170,6 +194,7 @@ impl Settings {
         Ok(Self {
             deployment,
             index,
+            qdrant_api_key: get("QDRANT_API_KEY").map(Secret::new),
             listen: parse(vars, "LISTEN", "127.0.0.1:8080".parse().expect("valid default"))?,
             amqp_prefix,
             db_pool_size: positive(vars, "DB_POOL_SIZE", 16)?,
@@ -270,6 +295,20 @@ mod tests {
         assert!(err.to_string().starts_with("SEDIMENT_AMQP_URL"), "{err}");
         let s = Settings::from_map(&map(&[("DATABASE_URL", "postgres://x"), ("AMQP_URL", "amqp://y")])).unwrap();
         assert!(matches!(s.deployment, Deployment::Cluster { .. }));
+    }
+
+    #[test]
+    fn qdrant_api_key_is_read_and_never_printed() {
+        let s = Settings::from_map(&map(&[
+            ("QDRANT_URL", "http://qdrant:6334"),
+            ("QDRANT_API_KEY", "hunter2-key"),
+        ]))
+        .unwrap();
+        assert_eq!(s.qdrant_api_key.as_ref().map(Secret::expose), Some("hunter2-key"));
+        let printed = format!("{s:?} {s:#?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("redacted"), "{printed}");
+        assert_eq!(Settings::from_map(&HashMap::new()).unwrap().qdrant_api_key, None);
     }
 
     #[test]

@@ -54,7 +54,10 @@ use qdrant_edge::{
 };
 use uuid::Uuid;
 
-use super::{Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex, SparseVector};
+use super::{
+    Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex, SparseVector, AGENT_ID,
+    BM25_VECTOR, KEYWORD_FIELDS, KIND, SESSION_ID, TEAM_ID, USER_ID,
+};
 use crate::domain::Tenant;
 
 /// Size (KB) at which the optimizer turns the appendable segment into an indexed one. Edge's
@@ -63,16 +66,6 @@ use crate::domain::Tenant;
 /// 25 ms at 500 KB against 50 ms at edge's default, and queries got faster too (p50 0.85 ms
 /// against 2.0 ms). Applies to shards created with it; it persists with the shard.
 pub const DEFAULT_INDEXING_THRESHOLD_KB: usize = 500;
-
-/// Name of the BM25 sparse vector (shared with the Qdrant-server backend's collection).
-pub const BM25_VECTOR: &str = "bm25";
-
-const TEAM_ID: &str = "team_id";
-const AGENT_ID: &str = "agent_id";
-const USER_ID: &str = "user_id";
-const SESSION_ID: &str = "session_id";
-const KIND: &str = "kind";
-const KEYWORD_FIELDS: [&str; 5] = [TEAM_ID, AGENT_ID, USER_ID, SESSION_ID, KIND];
 
 /// Edge persists its config under this name (`EDGE_CONFIG_FILE`, crate-private in 0.7.2); its
 /// presence means the shard was created before.

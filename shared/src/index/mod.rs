@@ -1,14 +1,15 @@
 //! The search index port: points with a BM25 sparse vector (IDF modifier) and tenant payload.
 //!
-//! Backends: `edge` (Qdrant Edge, in-process) and, when configured, the Qdrant server. One
-//! project-owned point and query model; each backend is a thin adapter. Both run
-//! `testsuite::search_index_suite`.
+//! Backends: `edge` (Qdrant Edge, in-process) and `qdrant` (a Qdrant server, over gRPC), used
+//! when configured. One project-owned point and query model; each backend is a thin adapter.
+//! Both run `testsuite::search_index_suite`.
 //!
 //! Sparse vectors are computed here, client side, by one BM25 model (`Bm25`) for both
 //! backends, so a query scores the same wherever it runs.
 
 mod bm25;
 mod edge;
+mod qdrant;
 #[cfg(feature = "testing")]
 pub mod testsuite;
 
@@ -18,7 +19,19 @@ use uuid::Uuid;
 use crate::domain::Tenant;
 
 pub use bm25::{Bm25, SparseVector};
-pub use edge::{EdgeIndex, BM25_VECTOR};
+pub use edge::EdgeIndex;
+pub use qdrant::QdrantIndex;
+
+/// Name of the BM25 sparse vector, in an edge shard and in a server collection alike.
+pub const BM25_VECTOR: &str = "bm25";
+
+// The payload of every point, the same in both backends; each field has a keyword index.
+const TEAM_ID: &str = "team_id";
+const AGENT_ID: &str = "agent_id";
+const USER_ID: &str = "user_id";
+const SESSION_ID: &str = "session_id";
+const KIND: &str = "kind";
+const KEYWORD_FIELDS: [&str; 5] = [TEAM_ID, AGENT_ID, USER_ID, SESSION_ID, KIND];
 
 pub type IndexResult<T> = Result<T, IndexError>;
 

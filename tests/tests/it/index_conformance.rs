@@ -1,10 +1,14 @@
 //! The `SearchIndex` conformance suite on every backend, plus what only the embedded backend
 //! promises: reopening a directory and optimizing in the background.
+//!
+//! The Qdrant-server run needs `QDRANT_URL` (the gRPC URL, e.g. `http://localhost:6334`, and
+//! `QDRANT_API_KEY` if the server wants one); it works in a collection of its own and drops it.
+//! Without `QDRANT_URL` it is skipped, loudly.
 
 use std::time::{Duration, Instant};
 
 use shared::index::testsuite::{self, assert_all_searchable, bulk_points, unique_tenant};
-use shared::index::{EdgeIndex, SearchIndex};
+use shared::index::{EdgeIndex, QdrantIndex, SearchIndex};
 
 /// Upserts between two optimizer runs in these tests: small, so that the suite crosses it.
 const OPTIMIZE_EVERY: usize = 500;
@@ -34,11 +38,47 @@ async fn edge_backend_passes_the_suite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn qdrant_server_backend_passes_the_suite() {
-    if std::env::var_os("QDRANT_URL").is_none() {
+    let Some(url) = std::env::var("QDRANT_URL").ok().filter(|url| !url.trim().is_empty()) else {
         eprintln!("index conformance: Qdrant server backend SKIPPED (QDRANT_URL not set)");
         return;
+    };
+    let api_key = std::env::var("QDRANT_API_KEY").ok().filter(|key| !key.is_empty());
+    let collection = format!("sediment_test_{}", uuid::Uuid::new_v4().simple());
+    let index = std::sync::Arc::new(
+        QdrantIndex::connect(&url, &collection, api_key.clone())
+            .await
+            .expect("connect to the Qdrant server"),
+    );
+    // The suite runs in a task, so that the collection is dropped even when a check fails.
+    let suite = tokio::spawn({
+        let index = std::sync::Arc::clone(&index);
+        async move {
+            testsuite::search_index_suite(&*index).await;
+            // Connecting again to the existing, populated collection is fine.
+            QdrantIndex::connect(&url, &collection, api_key)
+                .await
+                .expect("reconnect to an existing collection");
+        }
+    })
+    .await;
+    index.drop_collection().await.expect("drop the test collection");
+    if let Err(failed) = suite {
+        std::panic::resume_unwind(failed.into_panic());
     }
-    panic!("QDRANT_URL is set but the Qdrant server backend not implemented yet");
+}
+
+#[tokio::test]
+async fn qdrant_connect_to_a_closed_port_is_retryable() {
+    let started = Instant::now();
+    let error = QdrantIndex::connect("http://127.0.0.1:1", "sediment_test_unreachable", None)
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(error.is_retryable(), "not retryable: {error:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,4 +5,5 @@ mod e2e_errors;
 mod e2e_ingest;
 mod e2e_process;
 mod index_conformance;
+mod runtime;
 mod store_conformance;

@@ -1,0 +1,380 @@
+//! The cluster `SearchIndex` backend: one collection on a Qdrant server, over gRPC
+//! (`qdrant-client`).
+//!
+//! It keeps the contract of [`SearchIndex`] with the point schema of the embedded backend
+//! (`edge`), so that the two are interchangeable:
+//! - a sparse vector `bm25` with the IDF modifier, and no dense vector yet;
+//! - payload `team_id`, `agent_id`, `user_id`, `session_id`, `kind`, each with a keyword index;
+//! - the point id is the item's own UUID, so indexing twice overwrites.
+//!
+//! The sparse vectors are computed here, client side, by the same BM25 model as edge's
+//! ([`Bm25`]); the server only applies IDF over the collection at query time. So a query scores
+//! alike on both backends, and the server needs no inference of its own.
+//!
+//! `connect` creates the collection and the payload indexes when they are missing (idempotent,
+//! safe when several processes start at once) and checks that an existing collection has the
+//! `bm25` vector with the IDF modifier. Writes (`upsert`, `delete`) pass `wait=true`: they return
+//! once the server has applied them, visible to `search` and `count`.
+//!
+//! Errors: a refused or lost connection, a timeout, an overloaded or unavailable server are
+//! [`IndexError::Unavailable`] (retryable); anything else the server rejects is
+//! [`IndexError::Backend`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use qdrant_client::qdrant::point_id::PointIdOptions;
+use qdrant_client::qdrant::r#match::MatchValue;
+use qdrant_client::qdrant::{
+    Condition, CountPointsBuilder, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, DeletePointsBuilder,
+    FieldType, Filter, Modifier, NamedVectors, PointId, PointStruct, PointsIdsList, Query, QueryPointsBuilder,
+    SparseVectorParamsBuilder, SparseVectorsConfigBuilder, UpsertPointsBuilder, Vector, VectorInput,
+};
+use qdrant_client::{Payload, Qdrant, QdrantError};
+use tonic::Code;
+use uuid::Uuid;
+
+use super::{
+    Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex, SparseVector, AGENT_ID,
+    BM25_VECTOR, KEYWORD_FIELDS, KIND, SESSION_ID, TEAM_ID, USER_ID,
+};
+use crate::domain::Tenant;
+
+/// Deadline of one request, including a `wait=true` write of a large batch.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Deadline for opening the connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How `qdrant-client` words a failed connect, which it reports as `Internal`.
+const CONNECT_FAILED: &str = "Failed to connect to";
+/// How tonic words a broken connection, which it reports as `Unknown`.
+const TRANSPORT_ERROR: &str = "transport error";
+
+/// The Qdrant-server implementation of [`SearchIndex`].
+pub struct QdrantIndex {
+    client: Qdrant,
+    url: String,
+    collection: String,
+    bm25: Arc<Bm25>,
+}
+
+impl std::fmt::Debug for QdrantIndex {
+    /// Leaves out the client, whose config holds the API key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QdrantIndex")
+            .field("url", &self.url)
+            .field("collection", &self.collection)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QdrantIndex {
+    /// Connects to the server at `url` (the gRPC port, usually 6334), creates `collection` and
+    /// its payload indexes if missing, and checks an existing collection's sparse vector.
+    ///
+    /// Fails with a retryable error when the server cannot be reached.
+    pub async fn connect(url: &str, collection: &str, api_key: Option<String>) -> IndexResult<Self> {
+        let client = Qdrant::from_url(url)
+            .api_key(api_key)
+            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            // The check blocks a thread on a runtime of its own and prints to stdout.
+            .skip_compatibility_check()
+            .build()
+            .map_err(classify)?;
+        let index = Self {
+            client,
+            url: url.to_owned(),
+            collection: collection.to_owned(),
+            bm25: Arc::new(Bm25::new()),
+        };
+        index.ensure_collection().await?;
+        index.ensure_payload_indexes().await?;
+        Ok(index)
+    }
+
+    /// Deletes the collection and everything in it. For tests.
+    #[cfg(feature = "testing")]
+    pub async fn drop_collection(&self) -> IndexResult<()> {
+        self.client
+            .delete_collection(qdrant_client::qdrant::DeleteCollectionBuilder::new(&self.collection))
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    async fn ensure_collection(&self) -> IndexResult<()> {
+        if !self.collection_exists().await? {
+            let mut sparse = SparseVectorsConfigBuilder::default();
+            sparse.add_named_vector_params(
+                BM25_VECTOR,
+                SparseVectorParamsBuilder::default().modifier(Modifier::Idf),
+            );
+            let create = CreateCollectionBuilder::new(&self.collection).sparse_vectors_config(sparse);
+            match self.client.create_collection(create).await {
+                Ok(_) => tracing::info!(collection = %self.collection, "created qdrant collection"),
+                // Another process may have created it since we looked.
+                Err(e) => {
+                    if !self.collection_exists().await? {
+                        return Err(classify(e));
+                    }
+                }
+            }
+        }
+        self.check_collection().await
+    }
+
+    async fn collection_exists(&self) -> IndexResult<bool> {
+        self.client.collection_exists(&self.collection).await.map_err(classify)
+    }
+
+    /// Checks that the collection has the `bm25` sparse vector with the IDF modifier.
+    async fn check_collection(&self) -> IndexResult<()> {
+        let info = self.client.collection_info(&self.collection).await.map_err(classify)?;
+        let modifier = info
+            .result
+            .and_then(|info| info.config)
+            .and_then(|config| config.params)
+            .and_then(|params| params.sparse_vectors_config)
+            .and_then(|sparse| sparse.map.get(BM25_VECTOR).cloned())
+            .and_then(|params| params.modifier);
+        if modifier == Some(Modifier::Idf as i32) {
+            return Ok(());
+        }
+        Err(IndexError::Backend(
+            format!(
+                "qdrant collection {:?} has no sparse vector {BM25_VECTOR:?} with the idf modifier",
+                self.collection
+            )
+            .into(),
+        ))
+    }
+
+    /// Creates the keyword payload indexes; the server accepts an index that already exists.
+    async fn ensure_payload_indexes(&self) -> IndexResult<()> {
+        for field in KEYWORD_FIELDS {
+            let create = CreateFieldIndexCollectionBuilder::new(&self.collection, field, FieldType::Keyword).wait(true);
+            self.client.create_field_index(create).await.map_err(classify)?;
+        }
+        Ok(())
+    }
+
+    /// Runs BM25 (CPU work: tokenization, jieba for Chinese) off the async threads.
+    async fn embed<T, F>(&self, f: F) -> IndexResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Bm25) -> T + Send + 'static,
+    {
+        let bm25 = Arc::clone(&self.bm25);
+        tokio::task::spawn_blocking(move || f(&bm25))
+            .await
+            .map_err(|e| IndexError::Backend(Box::new(e)))
+    }
+}
+
+#[async_trait]
+impl SearchIndex for QdrantIndex {
+    async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
+        if points.is_empty() {
+            return Ok(());
+        }
+        let points = points.to_vec();
+        let points = self
+            .embed(move |bm25| {
+                points
+                    .iter()
+                    .map(|point| point_struct(point, bm25.embed_document(&point.text)))
+                    .collect::<Vec<_>>()
+            })
+            .await?;
+        let upsert = UpsertPointsBuilder::new(&self.collection, points).wait(true);
+        self.client.upsert_points(upsert).await.map_err(classify)?;
+        Ok(())
+    }
+
+    async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>> {
+        if query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let text = query.text.clone();
+        let vector = self.embed(move |bm25| bm25.embed_query(&text)).await?;
+        if vector.is_empty() {
+            return Ok(Vec::new());
+        }
+        let request = QueryPointsBuilder::new(&self.collection)
+            .query(Query::new_nearest(VectorInput::new_sparse(
+                vector.indices,
+                vector.values,
+            )))
+            .using(BM25_VECTOR)
+            .filter(tenant_filter(&query.tenant, query.kind, query.session_id.as_deref()))
+            .limit(query.limit as u64)
+            .with_payload(false)
+            .with_vectors(false);
+        let response = self.client.query(request).await.map_err(classify)?;
+        response
+            .result
+            .into_iter()
+            .map(|point| {
+                Ok(IndexHit {
+                    id: uuid_of(point.id)?,
+                    score: point.score,
+                })
+            })
+            .collect()
+    }
+
+    async fn delete(&self, ids: &[Uuid]) -> IndexResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ids = PointsIdsList {
+            ids: ids.iter().map(|id| PointId::from(id.to_string())).collect(),
+        };
+        let delete = DeletePointsBuilder::new(&self.collection).points(ids).wait(true);
+        self.client.delete_points(delete).await.map_err(classify)?;
+        Ok(())
+    }
+
+    async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64> {
+        let request = CountPointsBuilder::new(&self.collection)
+            .filter(tenant_filter(tenant, kind, None))
+            .exact(true);
+        let response = self.client.count(request).await.map_err(classify)?;
+        response
+            .result
+            .map(|result| result.count)
+            .ok_or_else(|| IndexError::Backend("qdrant count response has no result".into()))
+    }
+
+    async fn ping(&self) -> IndexResult<()> {
+        self.client.health_check().await.map_err(classify)?;
+        Ok(())
+    }
+}
+
+fn point_struct(point: &IndexPoint, vector: SparseVector) -> PointStruct {
+    let mut payload = Payload::with_capacity(KEYWORD_FIELDS.len());
+    payload.insert(TEAM_ID, point.tenant.team.as_str());
+    payload.insert(AGENT_ID, point.tenant.agent.as_str());
+    payload.insert(USER_ID, point.tenant.user.as_str());
+    payload.insert(SESSION_ID, point.session_id.as_str());
+    payload.insert(KIND, point.kind.as_str());
+    // An empty vector (no searchable token) is stored too; it is never matched.
+    let vectors = NamedVectors::default().add_vector(BM25_VECTOR, Vector::new_sparse(vector.indices, vector.values));
+    PointStruct::new(point.id.to_string(), vectors, payload)
+}
+
+/// Exact keyword matches on the tenant, the kind and, if given, the session (as in `edge`).
+fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>) -> Filter {
+    // Spelled out: the client's `From<String>` turns a value with whitespace into a text match.
+    let keyword = |key: &str, value: &str| Condition::matches(key, MatchValue::Keyword(value.to_owned()));
+    let mut must = vec![
+        keyword(TEAM_ID, &tenant.team),
+        keyword(AGENT_ID, &tenant.agent),
+        keyword(USER_ID, &tenant.user),
+        keyword(KIND, kind.as_str()),
+    ];
+    if let Some(session_id) = session_id {
+        must.push(keyword(SESSION_ID, session_id));
+    }
+    Filter::must(must)
+}
+
+fn uuid_of(id: Option<PointId>) -> IndexResult<Uuid> {
+    match id.and_then(|id| id.point_id_options) {
+        Some(PointIdOptions::Uuid(text)) => Uuid::parse_str(&text).map_err(|e| IndexError::Backend(Box::new(e))),
+        Some(PointIdOptions::Num(n)) => Err(IndexError::Backend(
+            format!("qdrant collection holds a numeric point id {n}; only uuids are written").into(),
+        )),
+        None => Err(IndexError::Backend("qdrant returned a point without an id".into())),
+    }
+}
+
+/// Sorts a client error into retryable (`Unavailable`) or not (`Backend`).
+fn classify(error: QdrantError) -> IndexError {
+    if is_transient(&error) {
+        IndexError::Unavailable(Box::new(error))
+    } else {
+        IndexError::Backend(Box::new(error))
+    }
+}
+
+fn is_transient(error: &QdrantError) -> bool {
+    // Exhaustive on purpose: enabling a client feature that adds a variant (`serde`,
+    // `download_snapshots`) must make someone classify it here.
+    match error {
+        QdrantError::ResponseError { status } => status_is_transient(status),
+        QdrantError::ResourceExhaustedError { .. } | QdrantError::Io(_) => true,
+        QdrantError::ConversionError(_) | QdrantError::InvalidUri(_) | QdrantError::NoSnapshotFound(_) => false,
+    }
+}
+
+fn status_is_transient(status: &tonic::Status) -> bool {
+    match status.code() {
+        // `Cancelled` is also what tonic reports when the request timeout expires.
+        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::ResourceExhausted => true,
+        Code::Internal => status.message().starts_with(CONNECT_FAILED),
+        Code::Unknown => status.message().starts_with(TRANSPORT_ERROR),
+        Code::Ok
+        | Code::InvalidArgument
+        | Code::NotFound
+        | Code::AlreadyExists
+        | Code::PermissionDenied
+        | Code::FailedPrecondition
+        | Code::Aborted
+        | Code::OutOfRange
+        | Code::Unimplemented
+        | Code::DataLoss
+        | Code::Unauthenticated => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_failures_are_transient() {
+        let refused = QdrantError::ResponseError {
+            status: tonic::Status::internal("Failed to connect to http://127.0.0.1:1/: refused"),
+        };
+        assert!(is_transient(&refused));
+        let down = QdrantError::ResponseError {
+            status: tonic::Status::unavailable("connection refused"),
+        };
+        assert!(is_transient(&down));
+        let timeout = QdrantError::ResponseError {
+            status: tonic::Status::cancelled("Timeout expired"),
+        };
+        assert!(is_transient(&timeout));
+    }
+
+    #[test]
+    fn rejections_are_permanent() {
+        let bad = QdrantError::ResponseError {
+            status: tonic::Status::invalid_argument("Wrong input: bad filter"),
+        };
+        assert!(!is_transient(&bad));
+        let internal = QdrantError::ResponseError {
+            status: tonic::Status::internal("service internal error"),
+        };
+        assert!(!is_transient(&internal));
+        assert!(!is_transient(&QdrantError::ConversionError("x".to_owned())));
+    }
+
+    #[test]
+    fn filter_matches_keywords_even_with_whitespace() {
+        let tenant = Tenant {
+            team: "team one".to_owned(),
+            agent: "a".to_owned(),
+            user: "u".to_owned(),
+        };
+        let filter = tenant_filter(&tenant, PointKind::Turn, Some("s 1"));
+        assert_eq!(filter.must.len(), 5);
+        assert_eq!(
+            filter.must[0],
+            Condition::matches(TEAM_ID, MatchValue::Keyword("team one".to_owned()))
+        );
+    }
+}
