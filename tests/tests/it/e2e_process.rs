@@ -169,3 +169,16 @@ async fn sigterm_in_embedded_mode_exits_zero_and_keeps_data() {
     assert_eq!(body["messages"][0]["content"], "survive the restart");
     sigterm_and_wait(proc).await;
 }
+
+#[tokio::test]
+async fn the_index_worker_refuses_an_index_it_cannot_share() {
+    // Qdrant Edge lives inside one process; a separate index worker writing its own copy would
+    // leave the API's index empty. The worker must say so instead of starting.
+    let dir = tempfile::tempdir().unwrap();
+    let env = std::collections::HashMap::from([("DATA_DIR".to_owned(), dir.path().display().to_string())]);
+    let settings = shared::config::Settings::from_map(&env).unwrap();
+    let err = workers::run_index_worker(settings, tokio_util::sync::CancellationToken::new())
+        .await
+        .expect_err("an Edge index cannot be shared with the API");
+    assert!(err.to_string().contains("SEDIMENT_QDRANT_URL"), "{err:#}");
+}
