@@ -8,7 +8,8 @@
 //! Ingest: for 1, 16 and 64 concurrent clients, each sends append requests of `BATCH` turns to
 //! its own session for `SECONDS`; reports request latency p50/p99 and turns/s, then the time
 //! until the index caught up (index lag). Search: loads `SEARCH_TURNS` turns into one tenant
-//! and times `SEARCH_QUERIES` queries.
+//! and times `SEARCH_QUERIES` queries. With `BENCH_NO_WORKER=1` no index worker runs: ingest
+//! alone, as when workers run on other machines (run `ingest` only then).
 
 use std::time::{Duration, Instant};
 
@@ -133,7 +134,9 @@ async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
     latencies.sort_unstable();
     let turns = latencies.len() * BATCH;
     let lag_at_end = app.backends.store.lag(INDEX_CONSUMER).await.expect("lag").turns;
-    app.wait_indexed(Duration::from_secs(600)).await;
+    if app.backends.api_runs_index_worker {
+        app.wait_indexed(Duration::from_secs(600)).await;
+    }
     let catch_up = ingest_end.elapsed();
     println!(
         "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0} | index lag at end={lag_at_end} turns, caught up {:.2}s later",
@@ -190,8 +193,11 @@ async fn main() {
         Some(other) => panic!("unknown mode {other:?}; use embedded or cluster"),
     };
     let what = std::env::args().nth(2).unwrap_or_else(|| "all".into());
+    // `BENCH_NO_WORKER=1` measures ingest alone, as when workers run on other machines.
+    let no_worker = std::env::var("BENCH_NO_WORKER").is_ok_and(|v| v == "1");
     let options = Options {
         env: vec![("WORKER_SWEEP_INTERVAL_MS", "1000".into())],
+        no_worker,
         ..Options::default()
     };
     let mut app = TestApp::with(mode, options).await;
