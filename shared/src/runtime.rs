@@ -275,7 +275,7 @@ async fn settle(
 }
 
 /// Formats an error with its whole source chain, once (STYLE R9, R12).
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -14,6 +14,7 @@ use lapin::options::{
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use shared::bus::testsuite::Knobs;
 use shared::bus::{AmqpBus, AmqpSettings, WorkerKind};
+pub use shared::runtime::error_chain;
 
 /// Environment variable naming the broker the tests use.
 pub const AMQP_URL_ENV: &str = "SEDIMENT_TEST_AMQP_URL";
@@ -204,16 +205,4 @@ async fn delete_topology(settings: &AmqpSettings) {
         }
     }
     let _ = connection.close(200, "OK".into()).await;
-}
-
-/// `error: cause: cause`, for failure messages.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

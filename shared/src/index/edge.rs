@@ -55,10 +55,11 @@ use qdrant_edge::{
 use uuid::Uuid;
 
 use super::{
-    Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex, SparseVector, AGENT_ID,
-    BM25_VECTOR, KEYWORD_FIELDS, KIND, SESSION_ID, TEAM_ID, USER_ID,
+    payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind,
+    SearchIndex, SparseVector, BM25_VECTOR, KEYWORD_FIELDS,
 };
 use crate::domain::Tenant;
+use crate::runtime::error_chain;
 
 /// Size (KB) at which the optimizer turns the appendable segment into an indexed one. Edge's
 /// flush rewrites state proportional to the appendable segment, so a small one keeps every
@@ -332,15 +333,12 @@ impl Inner {
 
     fn point(&self, point: &IndexPoint) -> IndexResult<qdrant_edge::PointStructPersisted> {
         let vector = sparse(self.bm25.embed_document(&point.text))?;
-        let payload = serde_json::json!({
-            TEAM_ID: point.tenant.team,
-            AGENT_ID: point.tenant.agent,
-            USER_ID: point.tenant.user,
-            SESSION_ID: point.session_id,
-            KIND: point.kind.as_str(),
-        });
+        let payload: serde_json::Map<String, serde_json::Value> = payload_terms(point)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.into()))
+            .collect();
         let vectors = Vectors::new_named([(BM25_VECTOR, vector)]);
-        Ok(PointStruct::new(PointId::Uuid(point.id), vectors, payload).into())
+        Ok(PointStruct::new(PointId::Uuid(point.id), vectors, serde_json::Value::Object(payload)).into())
     }
 
     fn search(&self, query: &IndexQuery, vector: SparseVector) -> IndexResult<Vec<IndexHit>> {
@@ -455,15 +453,10 @@ fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>) -> 
             Match::from(value.to_owned()),
         ))
     };
-    let mut must = vec![
-        keyword(TEAM_ID, &tenant.team),
-        keyword(AGENT_ID, &tenant.agent),
-        keyword(USER_ID, &tenant.user),
-        keyword(KIND, kind.as_str()),
-    ];
-    if let Some(session_id) = session_id {
-        must.push(keyword(SESSION_ID, session_id));
-    }
+    let must = scope_terms(tenant, kind, session_id)
+        .into_iter()
+        .map(|(k, v)| keyword(k, v))
+        .collect();
     Filter {
         should: None,
         min_should: None,
@@ -534,15 +527,4 @@ fn panic_detail(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("unknown panic")
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

@@ -33,6 +33,30 @@ const SESSION_ID: &str = "session_id";
 const KIND: &str = "kind";
 const KEYWORD_FIELDS: [&str; 5] = [TEAM_ID, AGENT_ID, USER_ID, SESSION_ID, KIND];
 
+/// The payload of a point as (field, value) pairs; each backend writes exactly these.
+fn payload_terms(point: &IndexPoint) -> [(&'static str, &str); 5] {
+    [
+        (TEAM_ID, &point.tenant.team),
+        (AGENT_ID, &point.tenant.agent),
+        (USER_ID, &point.tenant.user),
+        (SESSION_ID, &point.session_id),
+        (KIND, point.kind.as_str()),
+    ]
+}
+
+/// The exact keyword matches that scope a query: tenant, kind and, if given, session. Both
+/// backends translate these and nothing else, so tenant isolation has one definition.
+fn scope_terms<'a>(tenant: &'a Tenant, kind: PointKind, session_id: Option<&'a str>) -> Vec<(&'static str, &'a str)> {
+    let mut terms = vec![
+        (TEAM_ID, tenant.team.as_str()),
+        (AGENT_ID, tenant.agent.as_str()),
+        (USER_ID, tenant.user.as_str()),
+        (KIND, kind.as_str()),
+    ];
+    terms.extend(session_id.map(|s| (SESSION_ID, s)));
+    terms
+}
+
 pub type IndexResult<T> = Result<T, IndexError>;
 
 #[derive(Debug, thiserror::Error)]

@@ -36,8 +36,8 @@ use tonic::Code;
 use uuid::Uuid;
 
 use super::{
-    Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex, SparseVector, AGENT_ID,
-    BM25_VECTOR, KEYWORD_FIELDS, KIND, SESSION_ID, TEAM_ID, USER_ID,
+    payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind,
+    SearchIndex, SparseVector, BM25_VECTOR, KEYWORD_FIELDS,
 };
 use crate::domain::Tenant;
 
@@ -255,11 +255,9 @@ impl SearchIndex for QdrantIndex {
 
 fn point_struct(point: &IndexPoint, vector: SparseVector) -> PointStruct {
     let mut payload = Payload::with_capacity(KEYWORD_FIELDS.len());
-    payload.insert(TEAM_ID, point.tenant.team.as_str());
-    payload.insert(AGENT_ID, point.tenant.agent.as_str());
-    payload.insert(USER_ID, point.tenant.user.as_str());
-    payload.insert(SESSION_ID, point.session_id.as_str());
-    payload.insert(KIND, point.kind.as_str());
+    for (key, value) in payload_terms(point) {
+        payload.insert(key, value);
+    }
     // An empty vector (no searchable token) is stored too; it is never matched.
     let vectors = NamedVectors::default().add_vector(BM25_VECTOR, Vector::new_sparse(vector.indices, vector.values));
     PointStruct::new(point.id.to_string(), vectors, payload)
@@ -269,16 +267,11 @@ fn point_struct(point: &IndexPoint, vector: SparseVector) -> PointStruct {
 fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>) -> Filter {
     // Spelled out: the client's `From<String>` turns a value with whitespace into a text match.
     let keyword = |key: &str, value: &str| Condition::matches(key, MatchValue::Keyword(value.to_owned()));
-    let mut must = vec![
-        keyword(TEAM_ID, &tenant.team),
-        keyword(AGENT_ID, &tenant.agent),
-        keyword(USER_ID, &tenant.user),
-        keyword(KIND, kind.as_str()),
-    ];
-    if let Some(session_id) = session_id {
-        must.push(keyword(SESSION_ID, session_id));
-    }
-    Filter::must(must)
+    Filter::must(
+        scope_terms(tenant, kind, session_id)
+            .into_iter()
+            .map(|(k, v)| keyword(k, v)),
+    )
 }
 
 fn uuid_of(id: Option<PointId>) -> IndexResult<Uuid> {
@@ -333,6 +326,7 @@ fn status_is_transient(status: &tonic::Status) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::TEAM_ID;
 
     #[test]
     fn connection_failures_are_transient() {
