@@ -98,9 +98,11 @@ impl From<shared::search::SearchError> for ApiError {
     fn from(e: shared::search::SearchError) -> Self {
         use shared::search::SearchError;
         let retryable = match &e {
+            SearchError::NoEmbedder => return Self::Invalid(e.to_string()),
             SearchError::Index(inner) => inner.is_retryable(),
             SearchError::Store(shared::store::StoreError::SessionNotFound) => false,
             SearchError::Store(inner) => inner.is_retryable(),
+            SearchError::Embed(inner) => inner.is_retryable(),
         };
         if retryable {
             Self::Unavailable(Box::new(e))

@@ -58,13 +58,14 @@ pub async fn start(
     shutdown: CancellationToken,
 ) -> anyhow::Result<Server> {
     let addr = listener.local_addr().context("read the listener address")?;
-    let state = AppState::new(backends.clone(), settings.limits.clone());
+    let state = AppState::new(backends.clone(), settings.limits.clone(), settings.recall.clone());
     let app = routes::router(state);
 
     let consumer = backends.api_runs_index_worker.then(|| {
         let indexer = Indexer::new(
             backends.store.clone(),
             backends.index.clone(),
+            backends.embedder.clone(),
             settings.worker.batch_size,
         );
         let consumer_settings = ConsumerSettings {

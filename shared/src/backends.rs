@@ -6,9 +6,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::bus::{AmqpBus, AmqpSettings, EventBus, LocalBus};
-use crate::config::{Deployment, IndexBackend, Settings};
+use crate::config::{Deployment, EmbeddingSettings, IndexBackend, Settings};
+use crate::embed::{Embedder, LocalEmbedder, OpenAiEmbedder, OpenAiSettings};
 use crate::index::{EdgeIndex, QdrantIndex, SearchIndex};
-use crate::store::{PostgresStore, SqliteStore, TranscriptStore};
+use crate::store::{PostgresStore, SqliteStore, TranscriptStore, INDEX_CONSUMER};
 
 /// One implementation of every port.
 #[derive(Clone)]
@@ -16,6 +17,8 @@ pub struct Backends {
     pub store: Arc<dyn TranscriptStore>,
     pub bus: Arc<dyn EventBus>,
     pub index: Arc<dyn SearchIndex>,
+    /// `None` when no embedding provider is configured (keyword search only).
+    pub embedder: Option<Arc<dyn Embedder>>,
     /// True in the embedded deployment.
     pub embedded: bool,
     /// True when the index lives inside this process (Qdrant Edge): then only this process
@@ -54,12 +57,14 @@ impl Backends {
                 (Arc::new(store), Arc::new(bus), false)
             }
         };
+        let embedder = connect_embedder(&settings.embedding).await?;
+        let dense_dimension = embedder.as_ref().map(|e| e.dimension());
         let index: Arc<dyn SearchIndex> = match &settings.index {
             IndexBackend::Edge { dir } => {
                 std::fs::create_dir_all(dir).with_context(|| format!("create index directory {}", dir.display()))?;
                 // Opening blocks (segment loads, up to 30 s waiting for the directory lock).
                 let (dir, every) = (dir.clone(), settings.index_optimize_every);
-                let index = tokio::task::spawn_blocking(move || EdgeIndex::open(&dir, every))
+                let index = tokio::task::spawn_blocking(move || EdgeIndex::open(&dir, every, dense_dimension))
                     .await
                     .context("join the index opener")?
                     .context("open the Qdrant Edge index")?;
@@ -68,19 +73,80 @@ impl Backends {
             IndexBackend::Qdrant { url, collection } => {
                 let api_key = settings.qdrant_api_key.as_ref().map(|key| key.expose().to_owned());
                 Arc::new(
-                    QdrantIndex::connect(url, collection, api_key)
+                    QdrantIndex::connect(url, collection, api_key, dense_dimension)
                         .await
                         .with_context(|| format!("connect to the Qdrant server at {url}"))?,
                 )
             }
         };
+        if index.created() {
+            // A new, empty index: whatever the cursors say was indexed is gone with the old
+            // one (a removed directory, a new collection), so index everything again.
+            let sessions = store
+                .reset_cursors(INDEX_CONSUMER)
+                .await
+                .context("reset the index cursors for a new index")?;
+            if sessions > 0 {
+                tracing::warn!(sessions, "the search index is new: re-indexing every stored turn");
+            }
+        }
         let api_runs_index_worker = embedded || matches!(settings.index, IndexBackend::Edge { .. });
         Ok(Self {
             store,
             bus,
             index,
+            embedder,
             embedded,
             api_runs_index_worker,
         })
+    }
+}
+
+/// Builds the configured embedder. `Auto` uses the local model when its directory holds one.
+pub async fn connect_embedder(settings: &EmbeddingSettings) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    let local = |dir: std::path::PathBuf| async move {
+        let shown = dir.display().to_string();
+        let model = tokio::task::spawn_blocking(move || LocalEmbedder::load(&dir))
+            .await
+            .context("join the model loader")?
+            .with_context(|| format!("load the embedding model in {shown}"))?;
+        tracing::info!(model = model.model(), dimension = model.dimension(), dir = %shown, "local embedding model loaded");
+        anyhow::Ok(Some(Arc::new(model) as Arc<dyn Embedder>))
+    };
+    match settings {
+        EmbeddingSettings::None => Ok(None),
+        EmbeddingSettings::Auto { model_dir } => {
+            if LocalEmbedder::is_model_dir(model_dir) {
+                local(model_dir.clone()).await
+            } else {
+                tracing::info!(
+                    dir = %model_dir.display(),
+                    "no embedding model found: keyword search only (run `bash api/fetch-model.sh` to install one)"
+                );
+                Ok(None)
+            }
+        }
+        EmbeddingSettings::Local { model_dir } => local(model_dir.clone()).await,
+        EmbeddingSettings::OpenAi {
+            url,
+            model,
+            api_key,
+            dimension,
+            batch_size,
+            timeout,
+            max_retries,
+        } => {
+            let mut openai = OpenAiSettings::new(url.clone(), model.clone());
+            openai.api_key = api_key.clone();
+            openai.dimension = *dimension;
+            openai.batch_size = *batch_size;
+            openai.timeout = *timeout;
+            openai.max_retries = *max_retries;
+            let embedder = OpenAiEmbedder::connect(openai)
+                .await
+                .with_context(|| format!("connect to the embeddings endpoint at {url}"))?;
+            tracing::info!(model = %model, dimension = embedder.dimension(), "embeddings endpoint connected");
+            Ok(Some(Arc::new(embedder)))
+        }
     }
 }

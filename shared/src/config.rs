@@ -72,6 +72,46 @@ pub struct WorkerSettings {
     pub retry_delay: Duration,
 }
 
+/// Which embedding provider computes dense vectors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EmbeddingSettings {
+    /// The local model if `model_dir` holds one, otherwise none (the embedded default).
+    Auto { model_dir: PathBuf },
+    /// BM25 only.
+    None,
+    /// A sentence-transformers model run in-process.
+    Local { model_dir: PathBuf },
+    /// An OpenAI-compatible `/v1/embeddings` endpoint.
+    OpenAi {
+        /// Base URL including `/v1`.
+        url: String,
+        model: String,
+        api_key: Option<Secret>,
+        /// Expected dimension, checked against the endpoint at start.
+        dimension: Option<usize>,
+        batch_size: usize,
+        timeout: Duration,
+        max_retries: u32,
+    },
+}
+
+/// Defaults of `POST /v1/recall` and of hybrid queries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallSettings {
+    /// Items returned when a request gives no limit.
+    pub default_limit: usize,
+    /// Longest item, in code points, when a request gives no budget.
+    pub item_chars: usize,
+    /// Most code points of all items together, when a request gives no budget.
+    pub total_chars: usize,
+    /// Deadline of a recall when a request gives none.
+    pub timeout: Duration,
+    /// Hybrid fusion: candidates per channel and the RRF constant.
+    pub fusion: crate::index::Fusion,
+    /// Re-rank by recency by default (`SEDIMENT_RECALL_RECENCY`; see `recall`).
+    pub recency: bool,
+}
+
 /// A secret setting (an API key): its value never shows in `Debug` output, so settings can be
 /// logged whole.
 #[derive(Clone, PartialEq, Eq)]
@@ -94,9 +134,11 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub deployment: Deployment,
+    pub embedding: EmbeddingSettings,
+    pub recall: RecallSettings,
     pub index: IndexBackend,
     /// API key of the Qdrant server (`SEDIMENT_QDRANT_API_KEY`), if it requires one.
     pub qdrant_api_key: Option<Secret>,
@@ -191,8 +233,52 @@ impl Settings {
             ));
         }
 
+        let model_dir = get("MODEL_DIR").map(PathBuf::from).unwrap_or_else(default_model_dir);
+        let embedding = match get("EMBEDDING").unwrap_or("auto") {
+            "auto" => EmbeddingSettings::Auto { model_dir },
+            "none" => EmbeddingSettings::None,
+            "local" => EmbeddingSettings::Local { model_dir },
+            "openai" => {
+                let Some(url) = get("EMBEDDING_URL") else {
+                    return Err(invalid("EMBEDDING_URL", "must be set when SEDIMENT_EMBEDDING=openai"));
+                };
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(invalid("EMBEDDING_URL", "must start with http:// or https://"));
+                }
+                EmbeddingSettings::OpenAi {
+                    url: url.to_owned(),
+                    model: get("EMBEDDING_MODEL").unwrap_or("text-embedding-3-small").to_owned(),
+                    api_key: get("EMBEDDING_API_KEY").map(Secret::new),
+                    dimension: match get("EMBEDDING_DIMENSION") {
+                        Some(_) => Some(positive(vars, "EMBEDDING_DIMENSION", 1)?),
+                        None => None,
+                    },
+                    batch_size: positive(vars, "EMBEDDING_BATCH_SIZE", 64)?,
+                    timeout: millis(vars, "EMBEDDING_TIMEOUT_MS", 10_000)?,
+                    max_retries: parse(vars, "EMBEDDING_MAX_RETRIES", 3)?,
+                }
+            }
+            _ => return Err(invalid("EMBEDDING", "must be auto, none, local or openai")),
+        };
+
+        let recall = RecallSettings {
+            default_limit: positive(vars, "RECALL_LIMIT", 10)?,
+            item_chars: positive(vars, "RECALL_ITEM_CHARS", 1_000)?,
+            total_chars: positive(vars, "RECALL_TOTAL_CHARS", 6_000)?,
+            timeout: millis(vars, "RECALL_TIMEOUT_MS", 5_000)?,
+            fusion: crate::index::Fusion {
+                keyword_prefetch: positive(vars, "FUSION_KEYWORD_PREFETCH", 50)?,
+                semantic_prefetch: positive(vars, "FUSION_SEMANTIC_PREFETCH", 50)?,
+                rrf_k: positive(vars, "FUSION_RRF_K", 60)?,
+                weights: None,
+            },
+            recency: parse(vars, "RECALL_RECENCY", false)?,
+        };
+
         Ok(Self {
             deployment,
+            embedding,
+            recall,
             index,
             qdrant_api_key: get("QDRANT_API_KEY").map(Secret::new),
             listen: parse(vars, "LISTEN", "127.0.0.1:8080".parse().expect("valid default"))?,
@@ -233,6 +319,14 @@ impl Settings {
             Deployment::Cluster { .. } => None,
         }
     }
+}
+
+/// `~/.cache/sediment/models/all-MiniLM-L6-v2`, where `api/fetch-model.sh` installs the model.
+fn default_model_dir() -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    home.join(".cache/sediment/models/all-MiniLM-L6-v2")
 }
 
 fn parse<T: std::str::FromStr>(vars: &HashMap<String, String>, key: &str, default: T) -> Result<T, ConfigError>
@@ -309,6 +403,34 @@ mod tests {
         assert!(!printed.contains("hunter2"), "{printed}");
         assert!(printed.contains("redacted"), "{printed}");
         assert_eq!(Settings::from_map(&HashMap::new()).unwrap().qdrant_api_key, None);
+    }
+
+    #[test]
+    fn embedding_provider_is_chosen_and_validated() {
+        let auto = Settings::from_map(&HashMap::new()).unwrap();
+        assert!(
+            matches!(&auto.embedding, EmbeddingSettings::Auto { model_dir } if model_dir.ends_with("all-MiniLM-L6-v2"))
+        );
+        let none = Settings::from_map(&map(&[("EMBEDDING", "none")])).unwrap();
+        assert_eq!(none.embedding, EmbeddingSettings::None);
+        let err = Settings::from_map(&map(&[("EMBEDDING", "openai")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_EMBEDDING_URL"), "{err}");
+        let openai = Settings::from_map(&map(&[
+            ("EMBEDDING", "openai"),
+            ("EMBEDDING_URL", "http://tei:8080/v1"),
+            ("EMBEDDING_API_KEY", "sk-secret"),
+            ("EMBEDDING_DIMENSION", "768"),
+        ]))
+        .unwrap();
+        let EmbeddingSettings::OpenAi { dimension, .. } = &openai.embedding else {
+            panic!("{:?}", openai.embedding);
+        };
+        assert_eq!(*dimension, Some(768));
+        assert!(!format!("{openai:?}").contains("sk-secret"));
+        let err = Settings::from_map(&map(&[("EMBEDDING", "bert")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_EMBEDDING"), "{err}");
+        assert_eq!(auto.recall.fusion.rrf_k, 60);
+        assert_eq!(auto.recall.timeout, Duration::from_secs(5));
     }
 
     #[test]

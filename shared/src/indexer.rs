@@ -6,11 +6,21 @@
 //! duplicates), and only once the index has them durably, advance the cursor. A crash between
 //! the two steps re-indexes the same turns on the next run and changes nothing. An event only
 //! says which session to look at; the sweep finds sessions whose event was lost.
+//!
+//! # Embeddings
+//! With an embedder, each turn's point also carries a dense vector, computed here, off the
+//! ingest path. If the provider is unavailable the batch fails and is retried (the turns wait,
+//! rather than being indexed without a vector they would never get). If it refuses a batch
+//! for good, the turns are indexed for keyword search alone and
+//! `sediment_embedding_skipped_turns_total` counts them: a poison batch must not stop the
+//! session's indexing forever.
 
 use std::sync::Arc;
 
 use chrono::Utc;
 
+use crate::domain::StoredTurn;
+use crate::embed::{EmbedError, Embedder};
 use crate::index::{IndexError, IndexPoint, PointKind, SearchIndex};
 use crate::metrics;
 use crate::store::{StoreError, TranscriptStore, INDEX_CONSUMER};
@@ -21,6 +31,8 @@ pub enum IndexerError {
     Store(#[from] StoreError),
     #[error("failed to index turns")]
     Index(#[from] IndexError),
+    #[error("failed to embed turns")]
+    Embed(#[from] EmbedError),
 }
 
 impl IndexerError {
@@ -28,26 +40,66 @@ impl IndexerError {
         match self {
             Self::Store(e) => e.is_retryable(),
             Self::Index(e) => e.is_retryable(),
+            Self::Embed(e) => e.is_retryable(),
         }
     }
 }
 
 /// Sessions read per sweep query.
 const SWEEP_PAGE: u32 = 100;
+/// Longest text given to the embedder, in code points. Sentence models read a few hundred
+/// tokens at most (all-MiniLM-L6-v2: 256), and remote providers bill by the token.
+const EMBED_MAX_CHARS: usize = 2_000;
+
+/// The text a turn's dense vector is computed from: its content alone, cut to
+/// `EMBED_MAX_CHARS` on a character boundary. The retrieval benchmark (`tests/QUALITY.md`)
+/// found that adding the speaker, the date or the previous turn lowers semantic recall.
+pub fn embedding_text(turn: &StoredTurn) -> String {
+    turn.content.chars().take(EMBED_MAX_CHARS).collect()
+}
 
 #[derive(Clone)]
 pub struct Indexer {
     store: Arc<dyn TranscriptStore>,
     index: Arc<dyn SearchIndex>,
+    embedder: Option<Arc<dyn Embedder>>,
     batch_size: u32,
 }
 
 impl Indexer {
-    pub fn new(store: Arc<dyn TranscriptStore>, index: Arc<dyn SearchIndex>, batch_size: u32) -> Self {
+    pub fn new(
+        store: Arc<dyn TranscriptStore>,
+        index: Arc<dyn SearchIndex>,
+        embedder: Option<Arc<dyn Embedder>>,
+        batch_size: u32,
+    ) -> Self {
         Self {
             store,
             index,
+            embedder,
             batch_size: batch_size.max(1),
+        }
+    }
+
+    /// One dense vector per turn, or `None` for all when there is no embedder or it refused
+    /// the batch for good (see the module docs).
+    async fn embed(&self, turns: &[StoredTurn]) -> Result<Vec<Option<Vec<f32>>>, IndexerError> {
+        let Some(embedder) = &self.embedder else {
+            return Ok(vec![None; turns.len()]);
+        };
+        let texts: Vec<String> = turns.iter().map(embedding_text).collect();
+        match embedder.embed(&texts).await {
+            Ok(vectors) => Ok(vectors.into_iter().map(Some).collect()),
+            Err(e) if !e.is_retryable() => {
+                tracing::warn!(
+                    error = %crate::runtime::error_chain(&e),
+                    turns = turns.len(),
+                    "embedder refused a batch: indexing it for keyword search only"
+                );
+                ::metrics::counter!(metrics::EMBEDDING_SKIPPED).increment(turns.len() as u64);
+                Ok(vec![None; turns.len()])
+            }
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -63,14 +115,17 @@ impl Indexer {
                 .await?;
             let Some(last) = turns.last() else { break };
             let last_seq = last.seq;
+            let vectors = self.embed(&turns).await?;
             let points: Vec<IndexPoint> = turns
                 .iter()
-                .map(|turn| IndexPoint {
+                .zip(vectors)
+                .map(|(turn, dense)| IndexPoint {
                     id: turn.id,
                     kind: PointKind::Turn,
                     tenant: turn.tenant.clone(),
                     session_id: turn.session_id.clone(),
                     text: turn.content.clone(),
+                    dense,
                 })
                 .collect();
             self.index.upsert(&points).await?;

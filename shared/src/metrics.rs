@@ -23,8 +23,23 @@ pub const INDEX_DELAY: &str = "sediment_index_delay_seconds";
 pub const SWEEP_RECOVERED: &str = "sediment_sweep_recovered_turns_total";
 /// Handler runs that panicked.
 pub const HANDLER_PANICS: &str = "sediment_handler_panics_total";
-/// Conversation searches by `result`.
+/// Conversation searches by `strategy` and `result`.
 pub const SEARCHES: &str = "sediment_conversation_searches_total";
+/// Turns indexed without a dense vector because the embedder refused them.
+pub const EMBEDDING_SKIPPED: &str = "sediment_embedding_skipped_turns_total";
+/// Recalls by `strategy` and `result` (`ok`, or the first error code).
+pub const RECALLS: &str = "sediment_recalls_total";
+/// Recall latency in seconds.
+pub const RECALL_LATENCY: &str = "sediment_recall_duration_seconds";
+/// Recall errors by `code` (`recall_timeout`, `index_unavailable`, `embedding_unavailable`, ...).
+pub const RECALL_ERRORS: &str = "sediment_recall_errors_total";
+/// Items returned by recalls.
+pub const RECALL_ITEMS: &str = "sediment_recall_items";
+/// Embedding provider requests by `provider` and `result` (`ok`, `retry`, `error`); one per
+/// HTTP attempt, so retries show up.
+pub const EMBEDDING_REQUESTS: &str = "sediment_embedding_requests_total";
+/// Embedding provider request latency in seconds by `provider`, per attempt.
+pub const EMBEDDING_LATENCY: &str = "sediment_embedding_duration_seconds";
 
 /// Registers help texts with the installed recorder. Call once after installing it.
 pub fn describe() {
@@ -43,7 +58,21 @@ pub fn describe() {
     describe_histogram!(INDEX_DELAY, Unit::Seconds, "time from a turn's commit to its indexing");
     describe_counter!(SWEEP_RECOVERED, "turns indexed by a backlog sweep instead of an event");
     describe_counter!(HANDLER_PANICS, "handler runs that panicked");
-    describe_counter!(SEARCHES, "conversation searches by result");
+    describe_counter!(SEARCHES, "conversation searches by strategy and result");
+    describe_counter!(
+        EMBEDDING_SKIPPED,
+        "turns indexed without a dense vector (embedder refused them)"
+    );
+    describe_counter!(RECALLS, "recalls by strategy and result");
+    describe_histogram!(RECALL_LATENCY, Unit::Seconds, "recall latency");
+    describe_counter!(RECALL_ERRORS, "recall errors by code");
+    describe_histogram!(RECALL_ITEMS, "items returned per recall");
+    describe_counter!(EMBEDDING_REQUESTS, "embedding provider requests by provider and result");
+    describe_histogram!(
+        EMBEDDING_LATENCY,
+        Unit::Seconds,
+        "embedding provider request latency by provider"
+    );
 }
 
 static PROMETHEUS: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> = std::sync::OnceLock::new();

@@ -1,4 +1,5 @@
-//! Conversation search over L0: keyword (BM25) hits from the index, hydrated from the store.
+//! Conversation search over L0: hits from the index (keyword, semantic or hybrid), hydrated
+//! from the store.
 //!
 //! The store is asked again with the caller's tenant, so even an index that returned a foreign
 //! id could not leak another tenant's turn.
@@ -7,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::domain::{SessionId, StoredTurn, Tenant};
-use crate::index::{IndexError, IndexQuery, PointKind, SearchIndex};
+use crate::embed::{EmbedError, Embedder};
+use crate::index::{Fusion, IndexError, IndexHit, IndexQuery, PointKind, SearchIndex, Strategy};
 use crate::store::{StoreError, TranscriptStore};
 
 #[derive(Debug, thiserror::Error)]
@@ -16,6 +18,10 @@ pub enum SearchError {
     Index(#[from] IndexError),
     #[error("failed to read matching turns")]
     Store(#[from] StoreError),
+    #[error("failed to embed the query")]
+    Embed(#[from] EmbedError),
+    #[error("semantic search needs an embedding provider, and none is configured")]
+    NoEmbedder,
 }
 
 #[derive(Debug, Clone)]
@@ -23,6 +29,7 @@ pub struct ConversationQuery {
     pub text: String,
     pub limit: usize,
     pub session: Option<SessionId>,
+    pub strategy: Strategy,
 }
 
 #[derive(Debug, Clone)]
@@ -31,23 +38,94 @@ pub struct ConversationHit {
     pub score: f32,
 }
 
+/// A query's vector, or why the query runs without one.
+pub enum QueryVector {
+    Dense(Vec<f32>),
+    /// Keyword only: no embedder is configured, or the strategy needs none.
+    NotNeeded,
+    /// The embedder failed; a hybrid query falls back to keyword.
+    Failed(EmbedError),
+}
+
+/// What a search found, and how.
+#[derive(Debug)]
+pub struct ConversationResults {
+    pub hits: Vec<ConversationHit>,
+    /// The strategy that ranked the hits: a hybrid search runs as keyword when there is no
+    /// embedder or it failed.
+    pub strategy: Strategy,
+    /// Why the strategy was downgraded, when the embedder failed.
+    pub degraded: Option<EmbedError>,
+}
+
 #[derive(Clone)]
 pub struct ConversationSearch {
     store: Arc<dyn TranscriptStore>,
     index: Arc<dyn SearchIndex>,
+    embedder: Option<Arc<dyn Embedder>>,
+    fusion: Fusion,
 }
 
 impl ConversationSearch {
-    pub fn new(store: Arc<dyn TranscriptStore>, index: Arc<dyn SearchIndex>) -> Self {
-        Self { store, index }
+    pub fn new(
+        store: Arc<dyn TranscriptStore>,
+        index: Arc<dyn SearchIndex>,
+        embedder: Option<Arc<dyn Embedder>>,
+        fusion: Fusion,
+    ) -> Self {
+        Self {
+            store,
+            index,
+            embedder,
+            fusion,
+        }
     }
 
-    /// Returns the tenant's best-matching turns, best first.
-    pub async fn search(
+    /// Whether semantic and hybrid queries can run.
+    pub fn has_embedder(&self) -> bool {
+        self.embedder.is_some()
+    }
+
+    /// Embeds the query text if the strategy uses a vector. `Semantic` with no embedder, or
+    /// with a failing one, is an error: there is nothing to fall back to.
+    pub async fn query_vector(&self, text: &str, strategy: Strategy) -> Result<QueryVector, SearchError> {
+        if strategy == Strategy::Keyword {
+            return Ok(QueryVector::NotNeeded);
+        }
+        let Some(embedder) = &self.embedder else {
+            return match strategy {
+                Strategy::Semantic => Err(SearchError::NoEmbedder),
+                Strategy::Keyword | Strategy::Hybrid => Ok(QueryVector::NotNeeded),
+            };
+        };
+        match embedder.embed(&[text.to_owned()]).await {
+            Ok(mut vectors) => match vectors.pop() {
+                Some(vector) if vectors.is_empty() => Ok(QueryVector::Dense(vector)),
+                Some(_) | None => Err(SearchError::Embed(EmbedError::Backend(
+                    "embedder returned the wrong number of vectors".into(),
+                ))),
+            },
+            Err(e) if strategy == Strategy::Semantic => Err(e.into()),
+            Err(e) => Ok(QueryVector::Failed(e)),
+        }
+    }
+
+    /// Queries the index with an already computed vector; returns ranked ids and the strategy
+    /// that ran.
+    pub async fn index_hits(
         &self,
         tenant: &Tenant,
         query: &ConversationQuery,
-    ) -> Result<Vec<ConversationHit>, SearchError> {
+        vector: &QueryVector,
+    ) -> Result<(Vec<IndexHit>, Strategy), SearchError> {
+        let dense = match vector {
+            QueryVector::Dense(v) => Some(v.clone()),
+            QueryVector::NotNeeded | QueryVector::Failed(_) => None,
+        };
+        let strategy = match (query.strategy, &dense) {
+            (Strategy::Hybrid, None) => Strategy::Keyword,
+            (strategy, _) => strategy,
+        };
         let hits = self
             .index
             .search(&IndexQuery {
@@ -55,9 +133,45 @@ impl ConversationSearch {
                 kind: PointKind::Turn,
                 session_id: query.session.as_ref().map(|s| s.as_str().to_owned()),
                 text: query.text.clone(),
+                dense,
+                strategy,
+                fusion: self.fusion,
                 limit: query.limit,
             })
             .await?;
+        Ok((hits, strategy))
+    }
+
+    /// Adds every other point of the scope (score 0, after the ranked ones) when the scope
+    /// holds no more than `limit` points: with so few items, ranking scores say little and a
+    /// keyword query would hide the ones that share no word with it.
+    pub async fn complete_small_scope(
+        &self,
+        tenant: &Tenant,
+        query: &ConversationQuery,
+        hits: &mut Vec<IndexHit>,
+    ) -> Result<(), SearchError> {
+        if hits.len() >= query.limit {
+            return Ok(());
+        }
+        let session = query.session.as_ref().map(|s| s.as_str());
+        let ids = self
+            .index
+            .scope_ids(tenant, PointKind::Turn, session, query.limit + 1)
+            .await?;
+        if ids.len() > query.limit {
+            return Ok(());
+        }
+        for id in ids {
+            if !hits.iter().any(|hit| hit.id == id) {
+                hits.push(IndexHit { id, score: 0.0 });
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the hits' turns from the store, tenant-scoped, keeping the hits' order.
+    pub async fn hydrate(&self, tenant: &Tenant, hits: Vec<IndexHit>) -> Result<Vec<ConversationHit>, SearchError> {
         if hits.is_empty() {
             return Ok(Vec::new());
         }
@@ -77,5 +191,22 @@ impl ConversationSearch {
                     .map(|turn| ConversationHit { turn, score: hit.score })
             })
             .collect())
+    }
+
+    /// Returns the tenant's best-matching turns, best first. Unlike recall, it returns only
+    /// what matched, however small the scope.
+    pub async fn search(&self, tenant: &Tenant, query: &ConversationQuery) -> Result<ConversationResults, SearchError> {
+        let vector = self.query_vector(&query.text, query.strategy).await?;
+        let (hits, strategy) = self.index_hits(tenant, query, &vector).await?;
+        let hits = self.hydrate(tenant, hits).await?;
+        let degraded = match vector {
+            QueryVector::Failed(e) => Some(e),
+            QueryVector::Dense(_) | QueryVector::NotNeeded => None,
+        };
+        Ok(ConversationResults {
+            hits,
+            strategy,
+            degraded,
+        })
     }
 }

@@ -88,6 +88,8 @@ impl TestApp {
         env.insert("WORKER_SWEEP_INTERVAL_MS".into(), "200".into());
         env.insert("WORKER_RETRY_DELAY_MS".into(), "100".into());
         env.insert("SHUTDOWN_DEADLINE_MS".into(), "5000".into());
+        // Keyword only unless a test asks for an embedder: the local model costs seconds.
+        env.insert("EMBEDDING".into(), "none".into());
         let (db, broker) = match mode {
             Mode::Embedded => (None, None),
             Mode::Cluster => {
@@ -147,6 +149,7 @@ impl TestApp {
         let indexer = Indexer::new(
             self.backends.store.clone(),
             self.backends.index.clone(),
+            self.backends.embedder.clone(),
             self.settings.worker.batch_size,
         );
         tokio::spawn(run_consumer(
@@ -214,6 +217,23 @@ impl TestApp {
             .send()
             .await
             .expect("send search")
+    }
+
+    pub async fn recall(&self, tenant: &Tenant, body: Value) -> Response {
+        self.req(reqwest::Method::POST, "/v1/recall", tenant)
+            .json(&body)
+            .send()
+            .await
+            .expect("send recall")
+    }
+
+    /// Recalls, asserting 200; returns the body.
+    pub async fn recall_ok(&self, tenant: &Tenant, body: Value) -> Value {
+        let response = self.recall(tenant, body).await;
+        let status = response.status();
+        let body: Value = response.json().await.expect("json body");
+        assert_eq!(status, 200, "recall failed: {body}");
+        body
     }
 
     /// Searches and returns the items' contents, asserting 200.

@@ -4,4 +4,6 @@
 
 pub mod amqp;
 pub mod app;
+pub mod fake_openai;
 pub mod pg;
+pub mod quality;

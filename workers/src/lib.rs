@@ -42,6 +42,7 @@ pub async fn run_index_worker(settings: Settings, shutdown: CancellationToken) -
     let indexer = Indexer::new(
         backends.store.clone(),
         backends.index.clone(),
+        backends.embedder.clone(),
         settings.worker.batch_size,
     );
     let consumer = run_consumer(

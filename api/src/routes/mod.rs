@@ -1,6 +1,7 @@
 //! Router assembly: routes, body limit, tracing spans, request ids and HTTP metrics.
 
 mod health;
+pub(crate) mod recall;
 pub(crate) mod search;
 pub(crate) mod sessions;
 
@@ -30,6 +31,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/sessions/{session_id}/reset", post(sessions::reset))
         .route("/v1/conversations/search", post(search::search))
+        .route("/v1/recall", post(recall::recall))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))

@@ -4,7 +4,9 @@ use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use shared::domain::SessionId;
+use shared::index::Strategy;
 use shared::metrics;
+use shared::recall::{RecallIssue, EMBEDDING_UNAVAILABLE};
 use shared::search::ConversationQuery;
 
 use crate::error::ApiError;
@@ -13,7 +15,7 @@ use crate::routes::sessions::TurnView;
 use crate::state::AppState;
 
 /// Longest query accepted, in characters.
-const MAX_QUERY_CHARS: usize = 4_096;
+pub(crate) const MAX_QUERY_CHARS: usize = 4_096;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,6 +23,8 @@ pub struct SearchRequest {
     query: String,
     limit: Option<usize>,
     session_id: Option<String>,
+    /// `keyword`, `semantic` or `hybrid` (the default).
+    strategy: Option<Strategy>,
     team_id: Option<String>,
     agent_id: Option<String>,
     user_id: Option<String>,
@@ -36,6 +40,10 @@ pub struct SearchItem {
 #[derive(Serialize)]
 pub struct SearchResponse {
     items: Vec<SearchItem>,
+    /// The strategy that ranked the items: `hybrid` runs as `keyword` without an embedder.
+    strategy: Strategy,
+    /// Why the strategy was downgraded (`embedding_unavailable`), if it was.
+    errors: Vec<RecallIssue>,
 }
 
 pub async fn search(
@@ -49,34 +57,56 @@ pub async fn search(
         body.agent_id.as_deref(),
         body.user_id.as_deref(),
     )?;
-    if body.query.trim().is_empty() {
-        return Err(ApiError::Invalid("query must not be empty".into()));
-    }
-    if body.query.chars().count() > MAX_QUERY_CHARS {
-        return Err(ApiError::Invalid(format!(
-            "query is longer than {MAX_QUERY_CHARS} characters"
-        )));
-    }
+    check_query(&body.query)?;
     let max = state.limits.max_search_limit;
     let limit = body.limit.unwrap_or(10);
     if limit == 0 || limit > max {
         return Err(ApiError::Invalid(format!("limit must be between 1 and {max}")));
     }
     let session = body.session_id.as_deref().map(SessionId::parse).transpose()?;
+    let strategy = body.strategy.unwrap_or_default();
     let query = ConversationQuery {
         text: body.query,
         limit,
         session,
+        strategy,
     };
     let result = state.search.search(&tenant, &query).await;
     let label = if result.is_ok() { "ok" } else { "error" };
-    ::metrics::counter!(metrics::SEARCHES, "result" => label).increment(1);
-    let items = result?
+    ::metrics::counter!(metrics::SEARCHES, "strategy" => strategy.as_str(), "result" => label).increment(1);
+    let results = result?;
+    let errors = results
+        .degraded
+        .iter()
+        .map(|e| RecallIssue {
+            code: EMBEDDING_UNAVAILABLE,
+            message: shared::runtime::error_chain(e),
+        })
+        .collect();
+    let items = results
+        .hits
         .into_iter()
         .map(|hit| SearchItem {
             turn: TurnView::from(hit.turn),
             score: hit.score,
         })
         .collect();
-    Ok(Json(SearchResponse { items }))
+    Ok(Json(SearchResponse {
+        items,
+        strategy: results.strategy,
+        errors,
+    }))
+}
+
+/// A query must say something, and not too much.
+pub(crate) fn check_query(query: &str) -> Result<(), ApiError> {
+    if query.trim().is_empty() {
+        return Err(ApiError::Invalid("query must not be empty".into()));
+    }
+    if query.chars().count() > MAX_QUERY_CHARS {
+        return Err(ApiError::Invalid(format!(
+            "query is longer than {MAX_QUERY_CHARS} characters"
+        )));
+    }
+    Ok(())
 }

@@ -4,9 +4,11 @@
 //! - a sparse vector `bm25` with the IDF modifier, computed client side by [`Bm25`];
 //! - payload `team_id`, `agent_id`, `user_id`, `session_id`, `kind`, each with a keyword index
 //!   (filtered queries are ~100× slower without them);
-//! - no dense vector yet. Edge does not require one; a later change adds `dense` to an existing
-//!   shard with an `UpdateOperation::VectorNameOperation` (which also updates the shard's
-//!   persisted config), so `open` loads whatever config is on disk and only checks for `bm25`.
+//! - a dense vector `dense` (cosine) of the embedder's dimension, when one is configured. A
+//!   shard records its dense dimension when it is created; `open` refuses a shard whose
+//!   dimension differs from the configured one (a different embedding model), since its vectors
+//!   could not be compared with the new model's. Rebuilding means removing the directory: the
+//!   caller then re-indexes from the store (see `EdgeIndex::created`).
 //!
 //! # Concurrency
 //! Every `EdgeShard` call blocks, so each runs on `spawn_blocking` with the shard behind an
@@ -52,11 +54,12 @@ use qdrant_edge::{
     PointId, PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequest, ScoringQuery,
     UpdateOperation, Vector, VectorInternal, Vectors, WithPayloadInterface, WithVector,
 };
+use qdrant_edge::{Distance, EdgeVectorParams, Fusion as EdgeFusion, Prefetch, ScrollRequest};
 use uuid::Uuid;
 
 use super::{
-    payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind,
-    SearchIndex, SparseVector, BM25_VECTOR, KEYWORD_FIELDS,
+    check_dense, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult,
+    PointKind, SearchIndex, SparseVector, Strategy, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
 };
 use crate::domain::Tenant;
 use crate::runtime::error_chain;
@@ -93,6 +96,9 @@ struct Inner {
     shard: Option<EdgeShard>,
     _dir_lock: File,
     bm25: Bm25,
+    dense_dimension: Option<usize>,
+    /// Whether `open` created the shard (rather than loading one).
+    created: bool,
     /// Held by each `update` and each flush; see the module docs.
     write_gate: Mutex<()>,
     /// Updates applied so far (a sequence, bumped under `write_gate`).
@@ -123,44 +129,58 @@ impl EdgeIndex {
     /// Blocks (call it at startup, or from `spawn_blocking`): it waits up to 30 s for the
     /// directory lock, loads the segments and ensures the payload indexes. A background
     /// optimizer run starts after every `optimize_every` upserted points; 0 disables it.
-    pub fn open(dir: &Path, optimize_every: usize) -> IndexResult<Self> {
+    /// `dense_dimension` is the embedder's (`None`: keyword only); an existing shard built with
+    /// another dimension is refused.
+    pub fn open(dir: &Path, optimize_every: usize, dense_dimension: Option<usize>) -> IndexResult<Self> {
         let optimizers = EdgeOptimizersConfig {
             indexing_threshold: Some(DEFAULT_INDEXING_THRESHOLD_KB),
             ..EdgeOptimizersConfig::default()
         };
-        Self::open_with(dir, optimize_every, optimizers)
+        Self::open_with(dir, optimize_every, dense_dimension, optimizers)
     }
 
     /// Like `open`, but a shard created here gets tiny optimizer thresholds (50 KB to index a
     /// segment, 400 KB per segment, 2 segments), so that a few thousand points go through real
     /// optimizations. For tests; the thresholds persist with the shard.
     #[cfg(feature = "testing")]
-    pub fn open_with_small_segments(dir: &Path, optimize_every: usize) -> IndexResult<Self> {
+    pub fn open_with_small_segments(
+        dir: &Path,
+        optimize_every: usize,
+        dense_dimension: Option<usize>,
+    ) -> IndexResult<Self> {
         let optimizers = EdgeOptimizersConfig {
             indexing_threshold: Some(50),
             max_segment_size: Some(400),
             default_segment_number: Some(2),
             ..EdgeOptimizersConfig::default()
         };
-        Self::open_with(dir, optimize_every, optimizers)
+        Self::open_with(dir, optimize_every, dense_dimension, optimizers)
     }
 
-    fn open_with(dir: &Path, optimize_every: usize, optimizers: EdgeOptimizersConfig) -> IndexResult<Self> {
+    fn open_with(
+        dir: &Path,
+        optimize_every: usize,
+        dense_dimension: Option<usize>,
+        optimizers: EdgeOptimizersConfig,
+    ) -> IndexResult<Self> {
         std::fs::create_dir_all(dir).map_err(|e| IndexError::Unavailable(Box::new(e)))?;
         let dir_lock = lock_dir(dir)?;
 
-        let shard = if dir.join(EDGE_CONFIG_FILE).exists() {
-            EdgeShard::load(dir, None)
+        let created = !dir.join(EDGE_CONFIG_FILE).exists();
+        let shard = if created {
+            EdgeShard::new(dir, shard_config(optimizers, dense_dimension))
         } else {
-            EdgeShard::new(dir, shard_config(optimizers))
+            EdgeShard::load(dir, None)
         }
         .map_err(backend)?;
-        check_config(&shard.config())?;
+        check_config(dir, &shard.config(), dense_dimension)?;
 
         let inner = Inner {
             shard: Some(shard),
             _dir_lock: dir_lock,
             bm25: Bm25::new(),
+            dense_dimension,
+            created,
             write_gate: Mutex::new(()),
             written: AtomicU64::new(0),
             flushed: Mutex::new(0),
@@ -337,18 +357,63 @@ impl Inner {
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v.into()))
             .collect();
-        let vectors = Vectors::new_named([(BM25_VECTOR, vector)]);
+        let mut vectors = vec![(BM25_VECTOR, vector)];
+        if let Some(dense) = &point.dense {
+            check_dense(dense, self.dense_dimension)?;
+            vectors.push((DENSE_VECTOR, Vector::new_dense(dense.clone())));
+        }
+        let vectors = Vectors::new_named(vectors);
         Ok(PointStruct::new(PointId::Uuid(point.id), vectors, serde_json::Value::Object(payload)).into())
     }
 
-    fn search(&self, query: &IndexQuery, vector: SparseVector) -> IndexResult<Vec<IndexHit>> {
-        let vector = sparse(vector)?;
-        let request = QueryRequest {
-            prefetches: Vec::new(),
-            query: Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::new(
-                VectorInternal::from(vector),
+    /// Runs the query with the strategy resolved by the caller (`plan`): a keyword vector, a
+    /// dense vector, or both fused.
+    fn search(&self, query: &IndexQuery, keyword: Option<SparseVector>) -> IndexResult<Vec<IndexHit>> {
+        let keyword = keyword.map(sparse).transpose()?.map(|v| {
+            ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::new(
+                VectorInternal::from(v),
                 BM25_VECTOR,
-            )))),
+            )))
+        });
+        let semantic = match &query.dense {
+            Some(dense) if query.strategy != Strategy::Keyword => {
+                check_dense(dense, self.dense_dimension)?;
+                Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::new(
+                    VectorInternal::from(Vector::new_dense(dense.clone())),
+                    DENSE_VECTOR,
+                ))))
+            }
+            Some(_) | None => None,
+        };
+        let (prefetches, scoring) = match (keyword, semantic) {
+            (Some(keyword), Some(semantic)) => {
+                let prefetch = |query, limit| Prefetch {
+                    prefetches: Vec::new(),
+                    query: Some(query),
+                    limit,
+                    params: None,
+                    filter: None,
+                    score_threshold: None,
+                };
+                let fusion = &query.fusion;
+                let weights = fusion.weights.map(|(k, s)| vec![k.into(), s.into()]);
+                (
+                    vec![
+                        prefetch(keyword, fusion.keyword_prefetch.max(query.limit)),
+                        prefetch(semantic, fusion.semantic_prefetch.max(query.limit)),
+                    ],
+                    ScoringQuery::Fusion(EdgeFusion::Rrf {
+                        k: fusion.rrf_k,
+                        weights,
+                    }),
+                )
+            }
+            (Some(one), None) | (None, Some(one)) => (Vec::new(), one),
+            (None, None) => return Ok(Vec::new()),
+        };
+        let request = QueryRequest {
+            prefetches,
+            query: Some(scoring),
             filter: Some(tenant_filter(&query.tenant, query.kind, query.session_id.as_deref())),
             score_threshold: None,
             limit: query.limit,
@@ -388,15 +453,51 @@ impl SearchIndex for EdgeIndex {
         if query.limit == 0 {
             return Ok(Vec::new());
         }
+        query.validate()?;
         let query = query.clone();
         self.blocking(move |inner| {
-            let vector = inner.bm25.embed_query(&query.text);
-            if vector.is_empty() {
-                return Ok(Vec::new());
+            let keyword = match query.strategy {
+                Strategy::Keyword | Strategy::Hybrid => Some(inner.bm25.embed_query(&query.text)),
+                Strategy::Semantic => None,
             }
-            inner.search(&query, vector)
+            .filter(|vector| !vector.is_empty());
+            inner.search(&query, keyword)
         })
         .await
+    }
+
+    async fn scope_ids(
+        &self,
+        tenant: &Tenant,
+        kind: PointKind,
+        session_id: Option<&str>,
+        limit: usize,
+    ) -> IndexResult<Vec<Uuid>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let filter = tenant_filter(tenant, kind, session_id);
+        self.blocking(move |inner| {
+            let request = ScrollRequest {
+                offset: None,
+                limit: Some(limit),
+                filter: Some(filter),
+                with_payload: Some(WithPayloadInterface::Bool(false)),
+                with_vector: WithVector::Bool(false),
+                order_by: None,
+            };
+            let (records, _next) = inner.shard().scroll(request).map_err(backend)?;
+            records.into_iter().map(|record| uuid_of(record.id)).collect()
+        })
+        .await
+    }
+
+    fn dense_dimension(&self) -> Option<usize> {
+        self.inner.dense_dimension
+    }
+
+    fn created(&self) -> bool {
+        self.inner.created
     }
 
     async fn delete(&self, ids: &[Uuid]) -> IndexResult<()> {
@@ -427,21 +528,42 @@ impl SearchIndex for EdgeIndex {
     }
 }
 
-fn shard_config(optimizers: EdgeOptimizersConfig) -> EdgeConfig {
-    EdgeConfig::builder()
-        .sparse_vector(
-            BM25_VECTOR,
-            EdgeSparseVectorParams::builder().modifier(Modifier::Idf).build(),
-        )
-        .optimizers(optimizers)
-        .build()
+fn shard_config(optimizers: EdgeOptimizersConfig, dense_dimension: Option<usize>) -> EdgeConfig {
+    let mut config = EdgeConfig::builder().sparse_vector(
+        BM25_VECTOR,
+        EdgeSparseVectorParams::builder().modifier(Modifier::Idf).build(),
+    );
+    if let Some(size) = dense_dimension {
+        config = config.vector(DENSE_VECTOR, EdgeVectorParams::builder(size, Distance::Cosine).build());
+    }
+    config.optimizers(optimizers).build()
 }
 
-fn check_config(config: &EdgeConfig) -> IndexResult<()> {
+fn check_config(dir: &Path, config: &EdgeConfig, dense_dimension: Option<usize>) -> IndexResult<()> {
     match config.sparse_vectors.get(BM25_VECTOR) {
-        Some(params) if params.modifier == Some(Modifier::Idf) => Ok(()),
-        Some(_) | None => Err(IndexError::Backend(
-            format!("edge shard has no sparse vector {BM25_VECTOR:?} with the idf modifier").into(),
+        Some(params) if params.modifier == Some(Modifier::Idf) => {}
+        Some(_) | None => {
+            return Err(IndexError::Backend(
+                format!("edge shard has no sparse vector {BM25_VECTOR:?} with the idf modifier").into(),
+            ))
+        }
+    }
+    let found = config.vectors.get(DENSE_VECTOR).map(|params| params.size);
+    match (found, dense_dimension) {
+        (Some(found), Some(wanted)) if found == wanted => Ok(()),
+        // A keyword-only process may read a shard that has dense vectors.
+        (_, None) => Ok(()),
+        (found, Some(wanted)) => Err(IndexError::Backend(
+            format!(
+                "the index in {} holds {} but the embedder gives {wanted}-dimensional vectors; \
+                 remove that directory to rebuild the index from the stored turns",
+                dir.display(),
+                match found {
+                    Some(found) => format!("{found}-dimensional dense vectors"),
+                    None => "no dense vectors".to_owned(),
+                }
+            )
+            .into(),
         )),
     }
 }

@@ -1,4 +1,5 @@
-//! The search index port: points with a BM25 sparse vector (IDF modifier) and tenant payload.
+//! The search index port: points with a BM25 sparse vector (IDF modifier), an optional dense
+//! vector, and tenant payload; queries by keyword, by meaning, or both fused by RRF.
 //!
 //! Backends: `edge` (Qdrant Edge, in-process) and `qdrant` (a Qdrant server, over gRPC), used
 //! when configured. One project-owned point and query model; each backend is a thin adapter.
@@ -24,6 +25,23 @@ pub use qdrant::QdrantIndex;
 
 /// Name of the BM25 sparse vector, in an edge shard and in a server collection alike.
 pub const BM25_VECTOR: &str = "bm25";
+/// Name of the dense vector (cosine distance), in both backends.
+pub const DENSE_VECTOR: &str = "dense";
+
+/// Checks a dense vector against the index's dimension: a vector of the wrong length would be
+/// rejected by the engine with a less helpful message, and one without a configured dimension
+/// means the caller embeds with a model the index was not built for.
+fn check_dense(dense: &[f32], dimension: Option<usize>) -> IndexResult<()> {
+    match dimension {
+        Some(d) if d == dense.len() => Ok(()),
+        Some(d) => Err(IndexError::Backend(
+            format!("dense vector has {} dimensions, the index {d}", dense.len()).into(),
+        )),
+        None => Err(IndexError::Backend(
+            "the index was opened without dense vectors (no embedder configured)".into(),
+        )),
+    }
+}
 
 // The payload of every point, the same in both backends; each field has a keyword index.
 const TEAM_ID: &str = "team_id";
@@ -100,16 +118,92 @@ pub struct IndexPoint {
     pub session_id: String,
     /// The text the BM25 vector is computed from.
     pub text: String,
+    /// The dense vector (of the index's dimension), or `None` when no embedder is configured:
+    /// such a point is found by keyword queries only.
+    pub dense: Option<Vec<f32>>,
 }
 
-/// A tenant-scoped keyword query.
+/// How a query ranks its hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// BM25 over the sparse vector.
+    Keyword,
+    /// Nearest dense vectors (cosine).
+    Semantic,
+    /// Both, fused by reciprocal rank fusion in one query to the index.
+    #[default]
+    Hybrid,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Keyword => "keyword",
+            Self::Semantic => "semantic",
+            Self::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// Parameters of the hybrid query: each channel prefetches its own candidates, then RRF fuses
+/// them. The index computes a candidate at 0-based position `p` of a channel with weight `w`
+/// as `1 / ((p + 1) / w + k - 1)`, i.e. the textbook `1 / (k + rank)` for `w = 1`
+/// ([`rrf_score`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fusion {
+    pub keyword_prefetch: usize,
+    pub semantic_prefetch: usize,
+    pub rrf_k: usize,
+    /// Weights of the keyword and semantic channels; `None` weighs both 1.
+    pub weights: Option<(f32, f32)>,
+}
+
+impl Default for Fusion {
+    fn default() -> Self {
+        Self {
+            keyword_prefetch: 50,
+            semantic_prefetch: 50,
+            rrf_k: 60,
+            weights: None,
+        }
+    }
+}
+
+/// The fused score the index gives a candidate at 0-based `position` of one channel; a
+/// candidate found by both channels gets the sum. Mirrors Qdrant's formula, so callers and
+/// tests can reason about fused scores.
+pub fn rrf_score(position: usize, k: usize, weight: f32) -> f32 {
+    if weight <= 0.0 {
+        return 0.0;
+    }
+    1.0 / ((position + 1) as f32 / weight + k as f32 - 1.0)
+}
+
+/// A tenant-scoped query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexQuery {
     pub tenant: Tenant,
     pub kind: PointKind,
     pub session_id: Option<String>,
+    /// The text the BM25 query vector is computed from.
     pub text: String,
+    /// The query's dense vector. `Semantic` needs it; `Hybrid` without it ranks by keyword
+    /// alone; `Keyword` ignores it.
+    pub dense: Option<Vec<f32>>,
+    pub strategy: Strategy,
+    pub fusion: Fusion,
     pub limit: usize,
+}
+
+impl IndexQuery {
+    /// A semantic query needs its vector; there is no keyword fallback for it.
+    fn validate(&self) -> IndexResult<()> {
+        if self.strategy == Strategy::Semantic && self.dense.is_none() {
+            return Err(IndexError::Backend("a semantic query needs a dense vector".into()));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -125,9 +219,35 @@ pub trait SearchIndex: Send + Sync + 'static {
     /// has no searchable token is stored too. An empty slice is a no-op.
     async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()>;
 
-    /// Returns up to `limit` hits for the query text within the tenant and kind (and session,
-    /// if given), best first. An empty or all-stopword query, or `limit` 0, returns no hits.
+    /// Returns up to `limit` hits within the tenant and kind (and session, if given), best
+    /// first, ranked by the query's strategy:
+    /// - `Keyword`: BM25 score; an empty or all-stopword text returns no hits.
+    /// - `Semantic`: cosine similarity to `dense` (required); points without a dense vector
+    ///   are never returned.
+    /// - `Hybrid`: both channels prefetch (`fusion`), then RRF; the score is the fused one.
+    ///   Without `dense` it is `Keyword`; with a text that has no token, `Semantic`.
+    ///
+    /// `limit` 0 returns no hits.
     async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>>;
+
+    /// Returns the ids of up to `limit` points in the scope (tenant, kind, session if given),
+    /// in no particular order. Used when a scope holds fewer items than a query's limit, where
+    /// ranking says little and everything is returned.
+    async fn scope_ids(
+        &self,
+        tenant: &Tenant,
+        kind: PointKind,
+        session_id: Option<&str>,
+        limit: usize,
+    ) -> IndexResult<Vec<Uuid>>;
+
+    /// The dimension of the dense vectors this index holds, or `None` for keyword only.
+    fn dense_dimension(&self) -> Option<usize>;
+
+    /// Whether opening this handle created the index (an empty shard or collection). If the
+    /// store says turns were indexed before, they were lost with the old index and must be
+    /// indexed again.
+    fn created(&self) -> bool;
 
     /// Deletes points by id; unknown ids are ignored. Durable on return, like `upsert`.
     async fn delete(&self, ids: &[Uuid]) -> IndexResult<()>;

@@ -3,7 +3,9 @@
 //!
 //! It keeps the contract of [`SearchIndex`] with the point schema of the embedded backend
 //! (`edge`), so that the two are interchangeable:
-//! - a sparse vector `bm25` with the IDF modifier, and no dense vector yet;
+//! - a sparse vector `bm25` with the IDF modifier;
+//! - a dense vector `dense` (cosine) of the embedder's dimension, when one is configured; an
+//!   existing collection with another dimension is refused at `connect`;
 //! - payload `team_id`, `agent_id`, `user_id`, `session_id`, `kind`, each with a keyword index;
 //! - the point id is the item's own UUID, so indexing twice overwrites.
 //!
@@ -27,6 +29,10 @@ use async_trait::async_trait;
 use qdrant_client::qdrant::point_id::PointIdOptions;
 use qdrant_client::qdrant::r#match::MatchValue;
 use qdrant_client::qdrant::{
+    vectors_config, Distance, PrefetchQueryBuilder, RrfBuilder, ScrollPointsBuilder, VectorParamsBuilder,
+    VectorsConfigBuilder,
+};
+use qdrant_client::qdrant::{
     Condition, CountPointsBuilder, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, DeletePointsBuilder,
     FieldType, Filter, Modifier, NamedVectors, PointId, PointStruct, PointsIdsList, Query, QueryPointsBuilder,
     SparseVectorParamsBuilder, SparseVectorsConfigBuilder, UpsertPointsBuilder, Vector, VectorInput,
@@ -36,8 +42,8 @@ use tonic::Code;
 use uuid::Uuid;
 
 use super::{
-    payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind,
-    SearchIndex, SparseVector, BM25_VECTOR, KEYWORD_FIELDS,
+    check_dense, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult,
+    PointKind, SearchIndex, SparseVector, Strategy, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
 };
 use crate::domain::Tenant;
 
@@ -56,6 +62,9 @@ pub struct QdrantIndex {
     url: String,
     collection: String,
     bm25: Arc<Bm25>,
+    dense_dimension: Option<usize>,
+    /// Whether `connect` created the collection.
+    created: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for QdrantIndex {
@@ -70,10 +79,16 @@ impl std::fmt::Debug for QdrantIndex {
 
 impl QdrantIndex {
     /// Connects to the server at `url` (the gRPC port, usually 6334), creates `collection` and
-    /// its payload indexes if missing, and checks an existing collection's sparse vector.
+    /// its payload indexes if missing, and checks an existing collection's vectors: the `bm25`
+    /// sparse vector, and a `dense` vector of `dense_dimension` when that is set.
     ///
     /// Fails with a retryable error when the server cannot be reached.
-    pub async fn connect(url: &str, collection: &str, api_key: Option<String>) -> IndexResult<Self> {
+    pub async fn connect(
+        url: &str,
+        collection: &str,
+        api_key: Option<String>,
+        dense_dimension: Option<usize>,
+    ) -> IndexResult<Self> {
         let client = Qdrant::from_url(url)
             .api_key(api_key)
             .timeout(REQUEST_TIMEOUT)
@@ -87,6 +102,8 @@ impl QdrantIndex {
             url: url.to_owned(),
             collection: collection.to_owned(),
             bm25: Arc::new(Bm25::new()),
+            dense_dimension,
+            created: std::sync::atomic::AtomicBool::new(false),
         };
         index.ensure_collection().await?;
         index.ensure_payload_indexes().await?;
@@ -110,9 +127,17 @@ impl QdrantIndex {
                 BM25_VECTOR,
                 SparseVectorParamsBuilder::default().modifier(Modifier::Idf),
             );
-            let create = CreateCollectionBuilder::new(&self.collection).sparse_vectors_config(sparse);
+            let mut create = CreateCollectionBuilder::new(&self.collection).sparse_vectors_config(sparse);
+            if let Some(size) = self.dense_dimension {
+                let mut dense = VectorsConfigBuilder::default();
+                dense.add_named_vector_params(DENSE_VECTOR, VectorParamsBuilder::new(size as u64, Distance::Cosine));
+                create = create.vectors_config(dense);
+            }
             match self.client.create_collection(create).await {
-                Ok(_) => tracing::info!(collection = %self.collection, "created qdrant collection"),
+                Ok(_) => {
+                    self.created.store(true, std::sync::atomic::Ordering::Release);
+                    tracing::info!(collection = %self.collection, "created qdrant collection");
+                }
                 // Another process may have created it since we looked.
                 Err(e) => {
                     if !self.collection_exists().await? {
@@ -128,23 +153,50 @@ impl QdrantIndex {
         self.client.collection_exists(&self.collection).await.map_err(classify)
     }
 
-    /// Checks that the collection has the `bm25` sparse vector with the IDF modifier.
+    /// Checks that the collection has the `bm25` sparse vector with the IDF modifier and, when
+    /// an embedder is configured, a `dense` vector of its dimension.
     async fn check_collection(&self) -> IndexResult<()> {
         let info = self.client.collection_info(&self.collection).await.map_err(classify)?;
-        let modifier = info
+        let params = info
             .result
             .and_then(|info| info.config)
-            .and_then(|config| config.params)
-            .and_then(|params| params.sparse_vectors_config)
+            .and_then(|config| config.params);
+        let modifier = params
+            .as_ref()
+            .and_then(|params| params.sparse_vectors_config.as_ref())
             .and_then(|sparse| sparse.map.get(BM25_VECTOR).cloned())
             .and_then(|params| params.modifier);
-        if modifier == Some(Modifier::Idf as i32) {
+        if modifier != Some(Modifier::Idf as i32) {
+            return Err(IndexError::Backend(
+                format!(
+                    "qdrant collection {:?} has no sparse vector {BM25_VECTOR:?} with the idf modifier",
+                    self.collection
+                )
+                .into(),
+            ));
+        }
+        let Some(wanted) = self.dense_dimension else {
+            return Ok(());
+        };
+        let found = params
+            .and_then(|params| params.vectors_config)
+            .and_then(|config| config.config)
+            .and_then(|config| match config {
+                vectors_config::Config::ParamsMap(map) => map.map.get(DENSE_VECTOR).map(|p| p.size),
+                vectors_config::Config::Params(_) => None,
+            });
+        if found == Some(wanted as u64) {
             return Ok(());
         }
         Err(IndexError::Backend(
             format!(
-                "qdrant collection {:?} has no sparse vector {BM25_VECTOR:?} with the idf modifier",
-                self.collection
+                "qdrant collection {:?} holds {} but the embedder gives {wanted}-dimensional vectors; \
+                 use another collection (SEDIMENT_QDRANT_COLLECTION) or rebuild this one",
+                self.collection,
+                match found {
+                    Some(found) => format!("{found}-dimensional dense vectors"),
+                    None => "no dense vector".to_owned(),
+                }
             )
             .into(),
         ))
@@ -178,6 +230,11 @@ impl SearchIndex for QdrantIndex {
         if points.is_empty() {
             return Ok(());
         }
+        for point in points {
+            if let Some(dense) = &point.dense {
+                check_dense(dense, self.dense_dimension)?;
+            }
+        }
         let points = points.to_vec();
         let points = self
             .embed(move |bm25| {
@@ -196,18 +253,53 @@ impl SearchIndex for QdrantIndex {
         if query.limit == 0 {
             return Ok(Vec::new());
         }
-        let text = query.text.clone();
-        let vector = self.embed(move |bm25| bm25.embed_query(&text)).await?;
-        if vector.is_empty() {
-            return Ok(Vec::new());
+        query.validate()?;
+        let keyword = match query.strategy {
+            Strategy::Keyword | Strategy::Hybrid => {
+                let text = query.text.clone();
+                Some(self.embed(move |bm25| bm25.embed_query(&text)).await?).filter(|v| !v.is_empty())
+            }
+            Strategy::Semantic => None,
         }
-        let request = QueryPointsBuilder::new(&self.collection)
-            .query(Query::new_nearest(VectorInput::new_sparse(
-                vector.indices,
-                vector.values,
-            )))
-            .using(BM25_VECTOR)
-            .filter(tenant_filter(&query.tenant, query.kind, query.session_id.as_deref()))
+        .map(|v| Query::new_nearest(VectorInput::new_sparse(v.indices, v.values)));
+        let semantic = match &query.dense {
+            Some(dense) if query.strategy != Strategy::Keyword => {
+                check_dense(dense, self.dense_dimension)?;
+                Some(Query::new_nearest(VectorInput::new_dense(dense.clone())))
+            }
+            Some(_) | None => None,
+        };
+        let filter = tenant_filter(&query.tenant, query.kind, query.session_id.as_deref());
+        let request = QueryPointsBuilder::new(&self.collection);
+        let request = match (keyword, semantic) {
+            (Some(keyword), Some(semantic)) => {
+                let fusion = &query.fusion;
+                let prefetch = |query: Query, using: &str, limit: usize| {
+                    PrefetchQueryBuilder::default()
+                        .query(query)
+                        .using(using)
+                        .filter(filter.clone())
+                        .limit(limit as u64)
+                };
+                let mut rrf = RrfBuilder::with_k(fusion.rrf_k as u32);
+                if let Some((k, s)) = fusion.weights {
+                    rrf = rrf.weights(vec![k, s]);
+                }
+                request
+                    .add_prefetch(prefetch(keyword, BM25_VECTOR, fusion.keyword_prefetch.max(query.limit)))
+                    .add_prefetch(prefetch(
+                        semantic,
+                        DENSE_VECTOR,
+                        fusion.semantic_prefetch.max(query.limit),
+                    ))
+                    .query(Query::new_rrf(rrf))
+            }
+            (Some(keyword), None) => request.query(keyword).using(BM25_VECTOR),
+            (None, Some(semantic)) => request.query(semantic).using(DENSE_VECTOR),
+            (None, None) => return Ok(Vec::new()),
+        };
+        let request = request
+            .filter(filter)
             .limit(query.limit as u64)
             .with_payload(false)
             .with_vectors(false);
@@ -247,6 +339,33 @@ impl SearchIndex for QdrantIndex {
             .ok_or_else(|| IndexError::Backend("qdrant count response has no result".into()))
     }
 
+    async fn scope_ids(
+        &self,
+        tenant: &Tenant,
+        kind: PointKind,
+        session_id: Option<&str>,
+        limit: usize,
+    ) -> IndexResult<Vec<Uuid>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let request = ScrollPointsBuilder::new(&self.collection)
+            .filter(tenant_filter(tenant, kind, session_id))
+            .limit(limit as u32)
+            .with_payload(false)
+            .with_vectors(false);
+        let response = self.client.scroll(request).await.map_err(classify)?;
+        response.result.into_iter().map(|point| uuid_of(point.id)).collect()
+    }
+
+    fn dense_dimension(&self) -> Option<usize> {
+        self.dense_dimension
+    }
+
+    fn created(&self) -> bool {
+        self.created.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     async fn ping(&self) -> IndexResult<()> {
         self.client.health_check().await.map_err(classify)?;
         Ok(())
@@ -259,7 +378,11 @@ fn point_struct(point: &IndexPoint, vector: SparseVector) -> PointStruct {
         payload.insert(key, value);
     }
     // An empty vector (no searchable token) is stored too; it is never matched.
-    let vectors = NamedVectors::default().add_vector(BM25_VECTOR, Vector::new_sparse(vector.indices, vector.values));
+    let mut vectors =
+        NamedVectors::default().add_vector(BM25_VECTOR, Vector::new_sparse(vector.indices, vector.values));
+    if let Some(dense) = &point.dense {
+        vectors = vectors.add_vector(DENSE_VECTOR, Vector::new_dense(dense.clone()));
+    }
     PointStruct::new(point.id.to_string(), vectors, payload)
 }
 

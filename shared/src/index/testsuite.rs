@@ -10,11 +10,27 @@ use std::collections::HashSet;
 
 use uuid::Uuid;
 
-use super::{IndexHit, IndexPoint, IndexQuery, PointKind, SearchIndex};
+use super::{rrf_score, Fusion, IndexHit, IndexPoint, IndexQuery, PointKind, SearchIndex, Strategy};
 use crate::domain::Tenant;
 
-/// Runs every contract check below on `index`.
+/// The dense dimension every backend under this suite must be opened with.
+pub const SUITE_DIMENSION: usize = 4;
+
+/// Runs every contract check below on `index` (opened with `SUITE_DIMENSION`).
 pub async fn search_index_suite(index: &dyn SearchIndex) {
+    assert_eq!(
+        index.dense_dimension(),
+        Some(SUITE_DIMENSION),
+        "open the index with SUITE_DIMENSION"
+    );
+    semantic_ranks_by_cosine(index).await;
+    semantic_skips_points_without_a_vector(index).await;
+    semantic_needs_a_vector(index).await;
+    dense_dimension_is_checked(index).await;
+    hybrid_fuses_both_channels_by_rrf(index).await;
+    hybrid_without_a_vector_is_keyword(index).await;
+    hybrid_and_semantic_are_tenant_isolated(index).await;
+    scope_ids_lists_the_scope(index).await;
     ping_answers(index).await;
     finds_a_point_by_a_word_in_it(index).await;
     repeated_word_ranks_first(index).await;
@@ -49,6 +65,7 @@ pub fn turn(tenant: &Tenant, text: &str) -> IndexPoint {
         tenant: tenant.clone(),
         session_id: "s1".to_owned(),
         text: text.to_owned(),
+        dense: None,
     }
 }
 
@@ -60,6 +77,26 @@ pub fn query(tenant: &Tenant, text: &str) -> IndexQuery {
         session_id: None,
         text: text.to_owned(),
         limit: 10,
+        dense: None,
+        strategy: Strategy::Keyword,
+        fusion: Fusion::default(),
+    }
+}
+
+/// A point with a dense vector.
+pub fn dense_turn(tenant: &Tenant, text: &str, dense: [f32; SUITE_DIMENSION]) -> IndexPoint {
+    IndexPoint {
+        dense: Some(dense.to_vec()),
+        ..turn(tenant, text)
+    }
+}
+
+/// A query of `strategy` with a dense vector.
+pub fn dense_query(tenant: &Tenant, text: &str, dense: [f32; SUITE_DIMENSION], strategy: Strategy) -> IndexQuery {
+    IndexQuery {
+        dense: Some(dense.to_vec()),
+        strategy,
+        ..query(tenant, text)
     }
 }
 
@@ -380,4 +417,197 @@ fn code_word(i: usize) -> String {
         .map(|d| DIGITS[usize::from(d - b'0')] as char)
         .collect();
     format!("zq{digits}x")
+}
+
+/// Semantic queries rank by cosine similarity, best first, and score it.
+pub async fn semantic_ranks_by_cosine(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let near = dense_turn(&tenant, "one", [1.0, 0.1, 0.0, 0.0]);
+    let mid = dense_turn(&tenant, "two", [0.6, 0.8, 0.0, 0.0]);
+    let far = dense_turn(&tenant, "three", [0.0, 0.0, 1.0, 0.0]);
+    upsert(index, &[far.clone(), near.clone(), mid.clone()]).await;
+    let hits = search(
+        index,
+        &dense_query(&tenant, "", [1.0, 0.0, 0.0, 0.0], Strategy::Semantic),
+    )
+    .await;
+    let ids: Vec<Uuid> = hits.iter().map(|h| h.id).collect();
+    assert_eq!(ids, vec![near.id, mid.id, far.id], "semantic order");
+    let cosine = 1.0 / (1.0f32 + 0.01).sqrt();
+    assert!((hits[0].score - cosine).abs() < 1e-4, "cosine score {}", hits[0].score);
+    assert!(hits[2].score.abs() < 1e-4, "orthogonal scores 0: {}", hits[2].score);
+}
+
+/// Points indexed without a vector are invisible to semantic queries but found by keyword.
+pub async fn semantic_skips_points_without_a_vector(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let plain = turn(&tenant, "kestrel migration");
+    let dense = dense_turn(&tenant, "unrelated words", [0.0, 1.0, 0.0, 0.0]);
+    upsert(index, &[plain.clone(), dense.clone()]).await;
+    let semantic = search_ids(
+        index,
+        &dense_query(&tenant, "kestrel", [0.0, 1.0, 0.0, 0.0], Strategy::Semantic),
+    )
+    .await;
+    assert_eq!(semantic, vec![dense.id]);
+    let hybrid = search_ids(
+        index,
+        &dense_query(&tenant, "kestrel", [0.0, 1.0, 0.0, 0.0], Strategy::Hybrid),
+    )
+    .await;
+    assert_eq!(hybrid.len(), 2, "hybrid finds both channels' hits: {hybrid:?}");
+    assert!(hybrid.contains(&plain.id));
+}
+
+/// A semantic query without a vector is refused rather than answered with nothing.
+pub async fn semantic_needs_a_vector(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let query = IndexQuery {
+        strategy: Strategy::Semantic,
+        ..query(&tenant, "anything")
+    };
+    let error = index.search(&query).await.expect_err("semantic without a vector");
+    assert!(!error.is_retryable(), "{error:?}");
+}
+
+/// A vector of the wrong dimension is refused, on write and on query.
+pub async fn dense_dimension_is_checked(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let wrong = IndexPoint {
+        dense: Some(vec![1.0; SUITE_DIMENSION + 1]),
+        ..turn(&tenant, "wrong size")
+    };
+    let error = index
+        .upsert(&[wrong])
+        .await
+        .expect_err("upsert of a wrong-sized vector");
+    assert!(!error.is_retryable(), "{error:?}");
+    assert_eq!(count(index, &tenant).await, 0, "nothing of a refused batch is written");
+    let query = IndexQuery {
+        dense: Some(vec![1.0; SUITE_DIMENSION - 1]),
+        strategy: Strategy::Semantic,
+        ..query(&tenant, "x")
+    };
+    index.search(&query).await.expect_err("query with a wrong-sized vector");
+}
+
+/// Hybrid ranks by RRF over the keyword and semantic rankings, with the documented formula:
+/// the fused score of each hit is the sum of `rrf_score` over the channels that found it.
+pub async fn hybrid_fuses_both_channels_by_rrf(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    // Keyword "alpha": shorter documents rank first, so a > b > c; d has no "alpha".
+    let a = dense_turn(&tenant, "alpha", [0.8, 0.6, 0.0, 0.0]);
+    let b = dense_turn(&tenant, "alpha beta", [0.0, 0.0, 1.0, 0.0]);
+    let c = dense_turn(&tenant, "alpha beta gamma delta", [1.0, 0.0, 0.0, 0.0]);
+    let d = dense_turn(&tenant, "epsilon", [0.6, 0.8, 0.0, 0.0]);
+    upsert(index, &[a.clone(), b.clone(), c.clone(), d.clone()]).await;
+    let vector = [1.0, 0.0, 0.0, 0.0];
+
+    let keyword = search_ids(index, &dense_query(&tenant, "alpha", vector, Strategy::Keyword)).await;
+    assert_eq!(keyword, vec![a.id, b.id, c.id], "keyword channel");
+    let semantic = search_ids(index, &dense_query(&tenant, "alpha", vector, Strategy::Semantic)).await;
+    assert_eq!(semantic, vec![c.id, a.id, d.id, b.id], "semantic channel");
+
+    for fusion in [
+        Fusion::default(),
+        Fusion {
+            rrf_k: 2,
+            weights: Some((1.0, 3.0)),
+            ..Fusion::default()
+        },
+    ] {
+        let (wk, ws) = fusion.weights.unwrap_or((1.0, 1.0));
+        let fused = |id: Uuid| {
+            let rank = |list: &[Uuid], w: f32| {
+                list.iter()
+                    .position(|x| *x == id)
+                    .map_or(0.0, |p| rrf_score(p, fusion.rrf_k, w))
+            };
+            rank(&keyword, wk) + rank(&semantic, ws)
+        };
+        let mut expected: Vec<(Uuid, f32)> = [a.id, b.id, c.id, d.id].iter().map(|&id| (id, fused(id))).collect();
+        expected.sort_by(|x, y| y.1.total_cmp(&x.1));
+        let query = IndexQuery {
+            fusion,
+            ..dense_query(&tenant, "alpha", vector, Strategy::Hybrid)
+        };
+        let hits = search(index, &query).await;
+        assert_eq!(hits.len(), 4, "{fusion:?}: {hits:?}");
+        for (hit, (id, score)) in hits.iter().zip(&expected) {
+            assert_eq!(hit.id, *id, "{fusion:?}: fused order {hits:?}, expected {expected:?}");
+            assert!(
+                (hit.score - score).abs() < 1e-5,
+                "{fusion:?}: score {} != {score}",
+                hit.score
+            );
+        }
+    }
+}
+
+/// A hybrid query without a vector runs as keyword; with a text of no token, as semantic.
+pub async fn hybrid_without_a_vector_is_keyword(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let a = dense_turn(&tenant, "ledger reconciliation", [1.0, 0.0, 0.0, 0.0]);
+    let b = dense_turn(&tenant, "ledger", [0.0, 1.0, 0.0, 0.0]);
+    upsert(index, &[a.clone(), b.clone()]).await;
+    let hybrid = IndexQuery {
+        strategy: Strategy::Hybrid,
+        ..query(&tenant, "ledger")
+    };
+    let keyword = query(&tenant, "ledger");
+    assert_eq!(search(index, &hybrid).await, search(index, &keyword).await);
+    let no_words = search_ids(index, &dense_query(&tenant, "", [0.0, 1.0, 0.0, 0.0], Strategy::Hybrid)).await;
+    assert_eq!(no_words, vec![b.id, a.id], "semantic ranking");
+}
+
+/// No strategy crosses tenants, however close the vectors.
+pub async fn hybrid_and_semantic_are_tenant_isolated(index: &dyn SearchIndex) {
+    let (mine, theirs) = (unique_tenant(), unique_tenant());
+    let own = dense_turn(&mine, "quarterly budget", [0.0, 0.0, 0.0, 1.0]);
+    let foreign = dense_turn(&theirs, "quarterly budget", [0.0, 0.0, 0.0, 1.0]);
+    upsert(index, &[own.clone(), foreign]).await;
+    for strategy in [Strategy::Keyword, Strategy::Semantic, Strategy::Hybrid] {
+        let ids = search_ids(
+            index,
+            &dense_query(&mine, "quarterly budget", [0.0, 0.0, 0.0, 1.0], strategy),
+        )
+        .await;
+        assert_eq!(ids, vec![own.id], "{strategy:?}");
+    }
+}
+
+/// `scope_ids` lists the points of a tenant (and session), up to the limit.
+pub async fn scope_ids_lists_the_scope(index: &dyn SearchIndex) {
+    let (tenant, other) = (unique_tenant(), unique_tenant());
+    let s1: Vec<IndexPoint> = (0..3).map(|i| turn(&tenant, &format!("first {i}"))).collect();
+    let s2 = IndexPoint {
+        session_id: "s2".to_owned(),
+        ..turn(&tenant, "second")
+    };
+    upsert(index, &s1).await;
+    upsert(index, &[s2.clone(), turn(&other, "foreign")]).await;
+    let all: HashSet<Uuid> = index
+        .scope_ids(&tenant, PointKind::Turn, None, 10)
+        .await
+        .expect("scope ids")
+        .into_iter()
+        .collect();
+    let mut expected: HashSet<Uuid> = s1.iter().map(|p| p.id).collect();
+    expected.insert(s2.id);
+    assert_eq!(all, expected);
+    let session = index
+        .scope_ids(&tenant, PointKind::Turn, Some("s2"), 10)
+        .await
+        .expect("scope ids");
+    assert_eq!(session, vec![s2.id]);
+    let limited = index
+        .scope_ids(&tenant, PointKind::Turn, None, 2)
+        .await
+        .expect("scope ids");
+    assert_eq!(limited.len(), 2);
+    assert!(index
+        .scope_ids(&tenant, PointKind::Turn, None, 0)
+        .await
+        .expect("scope ids")
+        .is_empty());
 }

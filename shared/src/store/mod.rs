@@ -128,6 +128,11 @@ pub trait TranscriptStore: Send + Sync + 'static {
     /// late or duplicate advance is harmless.
     async fn advance_cursor(&self, consumer: &str, session_id: &str, seq: i64) -> StoreResult<()>;
 
+    /// Forgets every cursor of `consumer`, so that it processes every stored turn again;
+    /// returns how many sessions had one. For when the consumer's output was lost (the index
+    /// directory removed, a new collection). Not tenant-scoped: for workers only.
+    async fn reset_cursors(&self, consumer: &str) -> StoreResult<u64>;
+
     /// Sums what `consumer` has not processed yet.
     async fn lag(&self, consumer: &str) -> StoreResult<Lag>;
 

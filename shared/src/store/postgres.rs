@@ -63,6 +63,7 @@ mod sql {
     pub const PENDING_TURNS: &str = include_str!("postgres/queries/pending_turns.sql");
     pub const ADVANCE_CURSOR: &str = include_str!("postgres/queries/advance_cursor.sql");
     pub const LAG: &str = include_str!("postgres/queries/lag.sql");
+    pub const RESET_CURSORS: &str = include_str!("postgres/queries/reset_cursors.sql");
 }
 
 /// The transcript store on Postgres. Cheap to clone: clones share the pool.
@@ -350,6 +351,13 @@ impl TranscriptStore for PostgresStore {
             .await
             .map_err(pg_error)?;
         Ok(())
+    }
+
+    #[instrument(skip_all, fields(consumer = consumer))]
+    async fn reset_cursors(&self, consumer: &str) -> StoreResult<u64> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::RESET_CURSORS).await.map_err(pg_error)?;
+        client.execute(&stmt, &[&consumer]).await.map_err(pg_error)
     }
 
     #[instrument(skip_all, fields(consumer = consumer))]

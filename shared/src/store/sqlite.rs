@@ -65,6 +65,7 @@ mod sql {
     pub const PENDING_TURNS: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
          content, metadata, client_id, created_at FROM messages \
          WHERE session_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+    pub const RESET_CURSORS: &str = "DELETE FROM cursors WHERE consumer = ?1";
     pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, session_id) DO UPDATE \
          SET seq = MAX(cursors.seq, excluded.seq), updated_at = excluded.updated_at";
@@ -290,6 +291,16 @@ impl TranscriptStore for SqliteStore {
             conn.prepare_cached(sql::ADVANCE_CURSOR)?
                 .execute(params![consumer, session_id, seq, now])?;
             Ok(())
+        })
+        .await
+    }
+
+    #[instrument(skip_all, fields(consumer = consumer))]
+    async fn reset_cursors(&self, consumer: &str) -> StoreResult<u64> {
+        let consumer = consumer.to_owned();
+        self.run(move |conn| {
+            let removed = conn.prepare_cached(sql::RESET_CURSORS)?.execute(params![consumer])?;
+            Ok(removed as u64)
         })
         .await
     }

@@ -460,6 +460,13 @@ pub async fn cursors_track_pending_turns(store: &dyn TranscriptStore) {
     let (cursor, pending) = store.pending_turns(&other, sid, 100).await.expect("pending");
     assert_eq!((cursor, pending.len()), (0, 5), "each consumer has its own cursor");
 
+    store.advance_cursor(&other, sid, 4).await.expect("advance other");
+    assert_eq!(store.reset_cursors(&other).await.expect("reset cursors"), 1);
+    let (cursor, pending) = store.pending_turns(&other, sid, 100).await.expect("pending");
+    assert_eq!((cursor, pending.len()), (0, 5), "a reset consumer starts over");
+    let (cursor, _) = store.pending_turns(&consumer, sid, 100).await.expect("pending");
+    assert_eq!(cursor, 2, "resetting one consumer leaves the others alone");
+
     store
         .advance_cursor(&consumer, sid, 5)
         .await

@@ -10,10 +10,17 @@
 //! until the index caught up (index lag). Search: loads `SEARCH_TURNS` turns into one tenant
 //! and times `SEARCH_QUERIES` queries. With `BENCH_NO_WORKER=1` no index worker runs: ingest
 //! alone, as when workers run on other machines (run `ingest` only then).
+//!
+//! Recall (`recall`): loads 10k, then 100k turns into one tenant with dense vectors from the
+//! scripted embeddings endpoint (384 dimensions, as all-MiniLM-L6-v2; cheap to compute, so the
+//! load measures the index) and times `POST /v1/recall` per strategy. `keyword` involves no
+//! embedding; `semantic` and `hybrid` include one round trip to the local fake endpoint (a
+//! fraction of a millisecond). The local model's own query time is measured by `bench_embed`.
 
 use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
+use integration_tests::fake_openai::FakeOpenAi;
 use serde_json::{json, Value};
 use shared::store::INDEX_CONSUMER;
 
@@ -185,6 +192,54 @@ async fn search(app: &TestApp) {
     );
 }
 
+const RECALL_QUERIES: usize = 1_000;
+
+async fn load(app: &TestApp, t: &shared::domain::Tenant, from: usize, to: usize) {
+    let started = Instant::now();
+    for chunk in (from..to).step_by(1_000) {
+        let turns: Vec<Value> = (chunk..(chunk + 1_000).min(to))
+            .map(|i| json!({"role": "user", "content": sentence(i)}))
+            .collect();
+        app.append_ok(t, &format!("recall-{}", (chunk / 1_000) % 50), Value::Array(turns))
+            .await;
+    }
+    app.wait_indexed(Duration::from_secs(3_600)).await;
+    println!(
+        "{:?} loaded turns {from}..{to} with dense vectors in {:.1}s",
+        app.mode,
+        started.elapsed().as_secs_f64()
+    );
+}
+
+async fn recall(app: &TestApp) {
+    let t = tenant();
+    let mut loaded = 0;
+    for items in [10_000, 100_000] {
+        load(app, &t, loaded, items).await;
+        loaded = items;
+        for strategy in ["keyword", "semantic", "hybrid"] {
+            let mut latencies = Vec::with_capacity(RECALL_QUERIES);
+            for q in 0..RECALL_QUERIES {
+                let mut rng = Rng(q as u64 * 7_919 + 17);
+                let query = format!("{} {} {}", rng.word(), rng.word(), rng.word());
+                let start = Instant::now();
+                let body = app
+                    .recall_ok(&t, json!({"query": query, "strategy": strategy, "limit": 10}))
+                    .await;
+                latencies.push(start.elapsed());
+                assert_eq!(body["errors"], json!([]), "{body}");
+            }
+            latencies.sort_unstable();
+            println!(
+                "{:?} recall over {items} items, {strategy}: p50={:.2}ms p99={:.2}ms",
+                app.mode,
+                percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+                percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+            );
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let mode = match std::env::args().nth(1).as_deref() {
@@ -195,8 +250,19 @@ async fn main() {
     let what = std::env::args().nth(2).unwrap_or_else(|| "all".into());
     // `BENCH_NO_WORKER=1` measures ingest alone, as when workers run on other machines.
     let no_worker = std::env::var("BENCH_NO_WORKER").is_ok_and(|v| v == "1");
+    // Recall needs dense vectors: the scripted endpoint gives them at no real cost.
+    let fake = if what == "recall" {
+        Some(FakeOpenAi::start(384).await)
+    } else {
+        None
+    };
+    let mut env = vec![("WORKER_SWEEP_INTERVAL_MS", "1000".to_owned())];
+    if let Some(fake) = &fake {
+        env.push(("EMBEDDING", "openai".to_owned()));
+        env.push(("EMBEDDING_URL", fake.base_url()));
+    }
     let options = Options {
-        env: vec![("WORKER_SWEEP_INTERVAL_MS", "1000".into())],
+        env,
         no_worker,
         ..Options::default()
     };
@@ -211,6 +277,9 @@ async fn main() {
     }
     if what == "all" || what == "search" {
         search(&app).await;
+    }
+    if what == "recall" {
+        recall(&app).await;
     }
     app.stop().await;
 }

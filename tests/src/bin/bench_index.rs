@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use shared::domain::Tenant;
-use shared::index::{EdgeIndex, IndexPoint, IndexQuery, PointKind, SearchIndex};
+use shared::index::{EdgeIndex, Fusion, IndexPoint, IndexQuery, PointKind, SearchIndex, Strategy};
 
 fn point(tenant: &Tenant, i: usize) -> IndexPoint {
     IndexPoint {
@@ -20,6 +20,7 @@ fn point(tenant: &Tenant, i: usize) -> IndexPoint {
             "turn {i} about database index replica backup 订单 索引 latency {}",
             i % 977
         ),
+        dense: None,
     }
 }
 
@@ -32,6 +33,7 @@ async fn main() {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(5_000),
+        None,
     )
     .expect("open index");
     let tenant = Tenant {
@@ -103,6 +105,9 @@ async fn main() {
             session_id: None,
             text: format!("replica {}", q % 977),
             limit: 10,
+            dense: None,
+            strategy: Strategy::Keyword,
+            fusion: Fusion::default(),
         };
         let start = Instant::now();
         index.search(&query).await.expect("search");

@@ -325,6 +325,7 @@ async fn the_worker_resubscribes_after_losing_the_broker() {
         Arc::new(IndexHandler(Indexer::new(
             app.backends.store.clone(),
             app.backends.index.clone(),
+            app.backends.embedder.clone(),
             64,
         ))),
         ConsumerSettings {

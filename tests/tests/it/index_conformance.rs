@@ -7,19 +7,19 @@
 
 use std::time::{Duration, Instant};
 
-use shared::index::testsuite::{self, assert_all_searchable, bulk_points, unique_tenant};
+use shared::index::testsuite::{self, assert_all_searchable, bulk_points, unique_tenant, SUITE_DIMENSION};
 use shared::index::{EdgeIndex, QdrantIndex, SearchIndex};
 
 /// Upserts between two optimizer runs in these tests: small, so that the suite crosses it.
 const OPTIMIZE_EVERY: usize = 500;
 
 fn open(dir: &tempfile::TempDir) -> EdgeIndex {
-    EdgeIndex::open(dir.path(), OPTIMIZE_EVERY).expect("open edge index")
+    EdgeIndex::open(dir.path(), OPTIMIZE_EVERY, Some(SUITE_DIMENSION)).expect("open edge index")
 }
 
 /// An index whose optimizer has real work after a few hundred points.
 fn open_small(dir: &tempfile::TempDir) -> EdgeIndex {
-    EdgeIndex::open_with_small_segments(dir.path(), OPTIMIZE_EVERY).expect("open edge index")
+    EdgeIndex::open_with_small_segments(dir.path(), OPTIMIZE_EVERY, Some(SUITE_DIMENSION)).expect("open edge index")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,7 +45,7 @@ async fn qdrant_server_backend_passes_the_suite() {
     let api_key = std::env::var("QDRANT_API_KEY").ok().filter(|key| !key.is_empty());
     let collection = format!("sediment_test_{}", uuid::Uuid::new_v4().simple());
     let index = std::sync::Arc::new(
-        QdrantIndex::connect(&url, &collection, api_key.clone())
+        QdrantIndex::connect(&url, &collection, api_key.clone(), Some(SUITE_DIMENSION))
             .await
             .expect("connect to the Qdrant server"),
     );
@@ -55,7 +55,7 @@ async fn qdrant_server_backend_passes_the_suite() {
         async move {
             testsuite::search_index_suite(&*index).await;
             // Connecting again to the existing, populated collection is fine.
-            QdrantIndex::connect(&url, &collection, api_key)
+            QdrantIndex::connect(&url, &collection, api_key, Some(SUITE_DIMENSION))
                 .await
                 .expect("reconnect to an existing collection");
         }
@@ -70,7 +70,7 @@ async fn qdrant_server_backend_passes_the_suite() {
 #[tokio::test]
 async fn qdrant_connect_to_a_closed_port_is_retryable() {
     let started = Instant::now();
-    let error = QdrantIndex::connect("http://127.0.0.1:1", "sediment_test_unreachable", None)
+    let error = QdrantIndex::connect("http://127.0.0.1:1", "sediment_test_unreachable", None, None)
         .await
         .expect_err("nothing listens on port 1");
     assert!(error.is_retryable(), "not retryable: {error:?}");
@@ -143,7 +143,7 @@ fn edge_crash_child() {
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let index = runtime.block_on(async {
-        let index = EdgeIndex::open(std::path::Path::new(&dir), OPTIMIZE_EVERY).unwrap();
+        let index = EdgeIndex::open(std::path::Path::new(&dir), OPTIMIZE_EVERY, Some(SUITE_DIMENSION)).unwrap();
         let tenant = crash_tenant();
         for batch in bulk_points_with_ids(&tenant).chunks(50) {
             index.upsert(batch).await.unwrap();
@@ -214,7 +214,7 @@ async fn edge_directory_is_exclusive() {
     let started = Instant::now();
     let second = tokio::task::spawn_blocking({
         let path = dir.path().to_owned();
-        move || EdgeIndex::open(&path, OPTIMIZE_EVERY)
+        move || EdgeIndex::open(&path, OPTIMIZE_EVERY, Some(SUITE_DIMENSION))
     });
     // The second open waits for the lock (up to 30 s) rather than sharing the shard.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -222,4 +222,33 @@ async fn edge_directory_is_exclusive() {
     drop(first);
     second.await.unwrap().expect("open after the first index is dropped");
     assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_refuses_a_shard_of_another_dimension() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = open(&dir);
+    assert!(index.created(), "a new directory makes a new shard");
+    let tenant = unique_tenant();
+    index
+        .upsert(&[testsuite::dense_turn(&tenant, "kept", [1.0, 0.0, 0.0, 0.0])])
+        .await
+        .unwrap();
+    drop(index);
+
+    // Another embedding model: its vectors cannot be compared with the stored ones.
+    let error = EdgeIndex::open(dir.path(), OPTIMIZE_EVERY, Some(SUITE_DIMENSION + 1)).expect_err("other dimension");
+    let message = format!("{:#}", anyhow::Error::from(error));
+    assert!(message.contains("remove that directory"), "{message}");
+    // Keyword-only processes may still read it; the same dimension reopens as before.
+    drop(EdgeIndex::open(dir.path(), OPTIMIZE_EVERY, None).expect("keyword-only open"));
+    let index = open(&dir);
+    assert!(!index.created(), "an existing shard is loaded, not created");
+    assert_eq!(index.count(&tenant, shared::index::PointKind::Turn).await.unwrap(), 1);
+
+    // A shard made without dense vectors is refused once an embedder is configured.
+    let plain = tempfile::tempdir().unwrap();
+    drop(EdgeIndex::open(plain.path(), OPTIMIZE_EVERY, None).unwrap());
+    let error = EdgeIndex::open(plain.path(), OPTIMIZE_EVERY, Some(SUITE_DIMENSION)).expect_err("no dense vectors");
+    assert!(format!("{:#}", anyhow::Error::from(error)).contains("no dense vectors"));
 }

@@ -1,0 +1,96 @@
+//! `POST /v1/recall`: the memory an agent injects before an LLM call.
+//!
+//! A recall answers 200 even when a backend fails or the deadline passes: the body carries
+//! what was found and `errors` says what is missing (see `shared::recall`). Only bad input is a
+//! 4xx.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::Json;
+use serde::Deserialize;
+use shared::domain::SessionId;
+use shared::index::Strategy;
+use shared::recall::{Budget, RecallRequest, RecallResponse};
+
+use crate::error::ApiError;
+use crate::extract::{tenant_from, AppJson, TenantHeaders};
+use crate::routes::search::check_query;
+use crate::state::AppState;
+
+/// Longest deadline a caller may ask for.
+const MAX_TIMEOUT_MS: u64 = 60_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecallBody {
+    query: String,
+    session_id: Option<String>,
+    strategy: Option<Strategy>,
+    limit: Option<usize>,
+    budget: Option<BudgetBody>,
+    timeout_ms: Option<u64>,
+    /// Re-rank by recency (off unless the instance turns it on by default).
+    recency: Option<bool>,
+    team_id: Option<String>,
+    agent_id: Option<String>,
+    user_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetBody {
+    item_chars: Option<usize>,
+    total_chars: Option<usize>,
+}
+
+pub async fn recall(
+    State(state): State<AppState>,
+    TenantHeaders(headers): TenantHeaders,
+    AppJson(body): AppJson<RecallBody>,
+) -> Result<Json<RecallResponse>, ApiError> {
+    let tenant = tenant_from(
+        &headers,
+        body.team_id.as_deref(),
+        body.agent_id.as_deref(),
+        body.user_id.as_deref(),
+    )?;
+    check_query(&body.query)?;
+    let defaults = &state.recall_defaults;
+    let max = state.limits.max_search_limit;
+    let limit = body.limit.unwrap_or(defaults.default_limit.min(max));
+    if limit == 0 || limit > max {
+        return Err(ApiError::Invalid(format!("limit must be between 1 and {max}")));
+    }
+    let budget = Budget {
+        item_chars: body
+            .budget
+            .as_ref()
+            .and_then(|b| b.item_chars)
+            .unwrap_or(defaults.item_chars),
+        total_chars: body
+            .budget
+            .as_ref()
+            .and_then(|b| b.total_chars)
+            .unwrap_or(defaults.total_chars),
+    };
+    if budget.item_chars == 0 || budget.total_chars == 0 {
+        return Err(ApiError::Invalid("budget caps must be greater than zero".into()));
+    }
+    let timeout_ms = body.timeout_ms.unwrap_or(defaults.timeout.as_millis() as u64);
+    if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
+        return Err(ApiError::Invalid(format!(
+            "timeout_ms must be between 1 and {MAX_TIMEOUT_MS}"
+        )));
+    }
+    let request = RecallRequest {
+        query: body.query,
+        session: body.session_id.as_deref().map(SessionId::parse).transpose()?,
+        strategy: body.strategy.unwrap_or_default(),
+        limit,
+        budget,
+        timeout: Duration::from_millis(timeout_ms),
+        recency: body.recency.unwrap_or(defaults.recency),
+    };
+    Ok(Json(state.recall.recall(&tenant, &request).await))
+}

@@ -1,0 +1,326 @@
+//! Recall: what an agent calls before every LLM call (DESIGN.md, "Recall contract").
+//!
+//! The answer has two parts, to keep the provider's prompt cache warm: a **stable** part
+//! (persona, scene navigation, memory-tool guide) that changes rarely, for the end of the system
+//! prompt, and a **dynamic** part (the items hit for this message), for the user-message prefix.
+//! Until L1–L3 exist the stable part is empty and the dynamic items are L0 turns; the shape
+//! does not change when they arrive.
+//!
+//! # Never silent, never late
+//! A recall has a deadline (`timeout`). The query embedding may use half of it; if it fails or
+//! runs late, the recall goes on by keyword and says so (`embedding_unavailable`). If the index
+//! or the store fails or the deadline passes, the response carries what was found so far and
+//! an error code. Codes: `recall_timeout`, `index_unavailable`, `embedding_unavailable`,
+//! `store_unavailable`.
+//!
+//! # Ranking signals (off by default)
+//! With `recency` on, items are re-ranked by the score of seed 000: relevance (the fused score
+//! scaled so the best hit is 100) + time decay `100·(1 − days/180)` (never below 0) + 30 for an
+//! item from the last 30 minutes + the item's priority (0–100; L0 turns have none).
+
+pub mod budget;
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::domain::{SessionId, Tenant, MEMORY_BLOCK_END, MEMORY_BLOCK_START};
+use crate::index::{IndexError, Strategy};
+use crate::metrics;
+use crate::search::{ConversationHit, ConversationQuery, ConversationSearch, QueryVector, SearchError};
+pub use budget::Budget;
+
+/// The deadline passed before the index or the store answered.
+pub const RECALL_TIMEOUT: &str = "recall_timeout";
+/// The search index failed.
+pub const INDEX_UNAVAILABLE: &str = "index_unavailable";
+/// The query could not be embedded (provider down, slow, or none configured): keyword only.
+pub const EMBEDDING_UNAVAILABLE: &str = "embedding_unavailable";
+/// The store failed while reading the hits.
+pub const STORE_UNAVAILABLE: &str = "store_unavailable";
+
+#[derive(Debug, Clone)]
+pub struct RecallRequest {
+    pub query: String,
+    pub session: Option<SessionId>,
+    pub strategy: Strategy,
+    pub limit: usize,
+    pub budget: Budget,
+    pub timeout: Duration,
+    /// Re-rank by time decay, the 30-minute boost and priority (see the module docs).
+    pub recency: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct StablePart {
+    pub persona: String,
+    pub scene_navigation: String,
+    pub tools_guide: String,
+}
+
+/// Where an item came from.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Source {
+    Turn {
+        session_id: String,
+        seq: i64,
+        role: &'static str,
+        created_at: DateTime<Utc>,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RecallItem {
+    pub id: Uuid,
+    pub kind: &'static str,
+    /// The item's text, within the budget, wrapped in the injected-memory markers.
+    pub content: String,
+    pub score: f32,
+    pub source: Source,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RecallIssue {
+    pub code: &'static str,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RecallResponse {
+    pub stable: StablePart,
+    pub dynamic: Vec<RecallItem>,
+    /// Whether an item was cut or dropped to fit the budget.
+    pub truncated: bool,
+    pub errors: Vec<RecallIssue>,
+    /// The strategy that ranked the items (`keyword` when the embedder was unavailable).
+    pub strategy: Strategy,
+}
+
+/// An item while it is ranked and fitted; wrapped in the markers only at the end.
+struct Candidate {
+    hit: ConversationHit,
+    text: String,
+    score: f32,
+}
+
+impl budget::Budgeted for Candidate {
+    fn text_mut(&mut self) -> &mut String {
+        &mut self.text
+    }
+    fn score(&self) -> f32 {
+        self.score
+    }
+}
+
+#[derive(Clone)]
+pub struct Recall {
+    search: ConversationSearch,
+}
+
+impl Recall {
+    pub fn new(search: ConversationSearch) -> Self {
+        Self { search }
+    }
+
+    #[tracing::instrument(skip_all, fields(strategy = request.strategy.as_str(), limit = request.limit))]
+    pub async fn recall(&self, tenant: &Tenant, request: &RecallRequest) -> RecallResponse {
+        let started = Instant::now();
+        let mut errors = Vec::new();
+        let (hits, strategy) = self.find(tenant, request, started, &mut errors).await;
+        let mut candidates: Vec<Candidate> = hits
+            .into_iter()
+            .map(|hit| Candidate {
+                text: hit.turn.content.clone(),
+                score: hit.score,
+                hit,
+            })
+            .collect();
+        if request.recency {
+            rerank_by_recency(&mut candidates, Utc::now());
+        }
+        let truncated = budget::apply(&mut candidates, request.budget);
+        let dynamic: Vec<RecallItem> = candidates.into_iter().map(into_item).collect();
+
+        let result = errors.first().map_or("ok", |e: &RecallIssue| e.code);
+        ::metrics::counter!(metrics::RECALLS, "strategy" => strategy.as_str(), "result" => result).increment(1);
+        ::metrics::histogram!(metrics::RECALL_LATENCY).record(started.elapsed().as_secs_f64());
+        ::metrics::histogram!(metrics::RECALL_ITEMS).record(dynamic.len() as f64);
+        for error in &errors {
+            ::metrics::counter!(metrics::RECALL_ERRORS, "code" => error.code).increment(1);
+            tracing::warn!(code = error.code, message = %error.message, "recall degraded");
+        }
+        RecallResponse {
+            stable: StablePart::default(),
+            dynamic,
+            truncated,
+            errors,
+            strategy,
+        }
+    }
+
+    /// Runs the query under the deadline; whatever fails is recorded in `errors` and the hits
+    /// found before it are kept.
+    async fn find(
+        &self,
+        tenant: &Tenant,
+        request: &RecallRequest,
+        started: Instant,
+        errors: &mut Vec<RecallIssue>,
+    ) -> (Vec<ConversationHit>, Strategy) {
+        let deadline = tokio::time::Instant::from_std(started + request.timeout);
+        let embed_deadline = tokio::time::Instant::from_std(started + request.timeout / 2);
+        let mut query = ConversationQuery {
+            text: request.query.clone(),
+            limit: request.limit,
+            session: request.session.clone(),
+            strategy: request.strategy,
+        };
+
+        let vector = match tokio::time::timeout_at(
+            embed_deadline,
+            self.search.query_vector(&query.text, query.strategy),
+        )
+        .await
+        {
+            Ok(Ok(QueryVector::Failed(e))) | Ok(Err(SearchError::Embed(e))) => {
+                errors.push(issue(EMBEDDING_UNAVAILABLE, &e));
+                QueryVector::NotNeeded
+            }
+            Ok(Ok(vector)) => vector,
+            Ok(Err(e)) => {
+                errors.push(issue(EMBEDDING_UNAVAILABLE, &e));
+                QueryVector::NotNeeded
+            }
+            Err(_) => {
+                errors.push(RecallIssue {
+                    code: EMBEDDING_UNAVAILABLE,
+                    message: format!(
+                        "the query embedding took longer than {} ms; ranked by keyword",
+                        (request.timeout / 2).as_millis()
+                    ),
+                });
+                QueryVector::NotNeeded
+            }
+        };
+        if matches!(vector, QueryVector::NotNeeded) && query.strategy == Strategy::Semantic {
+            // Nothing semantic can run; keyword is better than nothing, and the error says why.
+            query.strategy = Strategy::Keyword;
+        }
+
+        let (mut hits, strategy) =
+            match tokio::time::timeout_at(deadline, self.search.index_hits(tenant, &query, &vector)).await {
+                Ok(Ok(found)) => found,
+                Ok(Err(e)) => {
+                    errors.push(index_issue(&e));
+                    return (Vec::new(), query.strategy);
+                }
+                Err(_) => {
+                    errors.push(timeout_issue(request.timeout, "the index"));
+                    return (Vec::new(), query.strategy);
+                }
+            };
+        match tokio::time::timeout_at(deadline, self.search.complete_small_scope(tenant, &query, &mut hits)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => errors.push(index_issue(&e)),
+            Err(_) => errors.push(timeout_issue(request.timeout, "the index")),
+        }
+        match tokio::time::timeout_at(deadline, self.search.hydrate(tenant, hits)).await {
+            Ok(Ok(hits)) => (hits, strategy),
+            Ok(Err(e)) => {
+                errors.push(issue(STORE_UNAVAILABLE, &e));
+                (Vec::new(), strategy)
+            }
+            Err(_) => {
+                errors.push(timeout_issue(request.timeout, "the store"));
+                (Vec::new(), strategy)
+            }
+        }
+    }
+}
+
+fn issue(code: &'static str, error: &dyn std::error::Error) -> RecallIssue {
+    RecallIssue {
+        code,
+        message: crate::runtime::error_chain(error),
+    }
+}
+
+fn index_issue(error: &SearchError) -> RecallIssue {
+    match error {
+        SearchError::Index(IndexError::Unavailable(_) | IndexError::Backend(_)) => issue(INDEX_UNAVAILABLE, error),
+        SearchError::Store(_) => issue(STORE_UNAVAILABLE, error),
+        SearchError::Embed(_) | SearchError::NoEmbedder => issue(EMBEDDING_UNAVAILABLE, error),
+    }
+}
+
+fn timeout_issue(timeout: Duration, waiting_for: &str) -> RecallIssue {
+    RecallIssue {
+        code: RECALL_TIMEOUT,
+        message: format!(
+            "the recall deadline of {} ms passed while waiting for {waiting_for}",
+            timeout.as_millis()
+        ),
+    }
+}
+
+/// The seed-000 score (see the module docs), for an item with relevance `relevance` (0–100).
+pub fn recency_score(relevance: f32, created_at: DateTime<Utc>, priority: Option<u8>, now: DateTime<Utc>) -> f32 {
+    let age = now - created_at;
+    let days = age.num_seconds().max(0) as f32 / 86_400.0;
+    let decay = (100.0 * (1.0 - days / 180.0)).max(0.0);
+    let boost = if age <= chrono::Duration::minutes(30) {
+        30.0
+    } else {
+        0.0
+    };
+    relevance + decay + boost + f32::from(priority.unwrap_or(0).min(100))
+}
+
+fn rerank_by_recency(candidates: &mut [Candidate], now: DateTime<Utc>) {
+    let best = candidates.iter().map(|c| c.score).fold(0.0_f32, f32::max);
+    for candidate in candidates.iter_mut() {
+        let relevance = if best > 0.0 {
+            100.0 * candidate.score / best
+        } else {
+            0.0
+        };
+        candidate.score = recency_score(relevance, candidate.hit.turn.created_at, None, now);
+    }
+    candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
+}
+
+fn into_item(candidate: Candidate) -> RecallItem {
+    let turn = candidate.hit.turn;
+    RecallItem {
+        id: turn.id,
+        kind: "turn",
+        content: format!("{MEMORY_BLOCK_START}{}{MEMORY_BLOCK_END}", candidate.text),
+        score: candidate.score,
+        source: Source::Turn {
+            session_id: turn.session_id,
+            seq: turn.seq,
+            role: turn.role.as_str(),
+            created_at: turn.created_at,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recency_score_follows_seed_000() {
+        let now = Utc::now();
+        let score = |days: i64, relevance: f32| recency_score(relevance, now - chrono::Duration::days(days), None, now);
+        assert!((score(30, 50.0) - (50.0 + 100.0 * (1.0 - 30.0 / 180.0))).abs() < 0.01);
+        assert_eq!(score(400, 0.0), 0.0, "decay never goes below zero");
+        let fresh = recency_score(0.0, now - chrono::Duration::minutes(20), None, now);
+        assert!((fresh - 130.0).abs() < 0.1, "30-minute boost: {fresh}");
+        let prioritized = recency_score(0.0, now - chrono::Duration::days(180), Some(70), now);
+        assert!((prioritized - 70.0).abs() < 0.01);
+    }
+}

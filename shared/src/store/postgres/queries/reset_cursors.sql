@@ -1,0 +1,1 @@
+DELETE FROM cursors WHERE consumer = $1

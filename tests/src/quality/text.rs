@@ -1,0 +1,624 @@
+//! What each retrieval channel sees: the indexed text of a turn (its "shape") and the query
+//! text after an LLM-free rewrite.
+
+use chrono::{Datelike, NaiveDate};
+
+use super::dataset::{Lang, Owner, Role};
+use super::facts::MONTHS_EN;
+
+/// How a session date is written into indexed text.
+///
+/// The project's BM25 tokenizer drops every all-digit token, so `2026-03-12` is invisible to
+/// the keyword channel and `2026年3月12日` leaves only 年, 月, 日. `Tagged` adds tokens that
+/// survive (letters and digits mixed) for the session date and for dates in the content; the
+/// `dates` query rewrite produces the same tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DateStyle {
+    /// `2026-03-12`.
+    Iso,
+    /// `12 March 2026` (English owners) or `2026年3月12日` (Chinese owners): what people type.
+    Long,
+    /// ISO plus tags: `2026-03-12 m202603 d20260312`, and the tags of each date the content
+    /// mentions appended at the end. No long form: for Chinese owners 年/月/日 in every turn
+    /// would drown the few turns whose content states a date.
+    Tagged,
+}
+
+/// The indexed text of a turn, built from its content and context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TextShape {
+    pub date: Option<DateStyle>,
+    pub speaker: bool,
+    /// Which turns get the previous turn of the session prepended, so that a terse answer
+    /// ("Biscuit.") carries the question it answers.
+    pub previous: Previous,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Previous {
+    None,
+    All,
+    /// User turns only: an assistant reply with the user's turn prepended reads like the
+    /// user's fact and competes with it.
+    UserTurns,
+    /// Short user turns only (under [`SHORT_TURN_BYTES`]): the terse answers that need it,
+    /// while a full statement keeps its embedding undiluted.
+    ShortUserTurns,
+}
+
+/// "Short" for [`Previous::ShortUserTurns`]: about ten English words or twenty Chinese
+/// characters (3 bytes each in UTF-8).
+pub const SHORT_TURN_BYTES: usize = 64;
+
+impl TextShape {
+    pub const RAW: Self = Self {
+        date: None,
+        speaker: false,
+        previous: Previous::None,
+    };
+    pub const DATED: Self = Self {
+        date: Some(DateStyle::Iso),
+        speaker: true,
+        previous: Previous::None,
+    };
+    pub const DATED_LONG: Self = Self {
+        date: Some(DateStyle::Long),
+        speaker: true,
+        previous: Previous::None,
+    };
+    pub const PREVIOUS: Self = Self {
+        date: None,
+        speaker: false,
+        previous: Previous::All,
+    };
+    pub const PREVIOUS_FOR_USER: Self = Self {
+        date: None,
+        speaker: false,
+        previous: Previous::UserTurns,
+    };
+    pub const PREVIOUS_FOR_SHORT: Self = Self {
+        date: None,
+        speaker: false,
+        previous: Previous::ShortUserTurns,
+    };
+    pub const TAGGED: Self = Self {
+        date: Some(DateStyle::Tagged),
+        speaker: true,
+        previous: Previous::None,
+    };
+
+    pub fn name(self) -> String {
+        let mut parts = Vec::new();
+        match self.date {
+            Some(DateStyle::Iso) => parts.push("date"),
+            Some(DateStyle::Long) => parts.push("longdate"),
+            Some(DateStyle::Tagged) => parts.push("datetags"),
+            None => {}
+        }
+        if self.speaker {
+            parts.push("speaker");
+        }
+        match self.previous {
+            Previous::None => {}
+            Previous::All => parts.push("prev"),
+            Previous::UserTurns => parts.push("prev(user)"),
+            Previous::ShortUserTurns => parts.push("prev(short user)"),
+        }
+        if parts.is_empty() {
+            "raw".into()
+        } else {
+            parts.join("+")
+        }
+    }
+
+    /// The text of turn `turn` of session `session` of `owner`.
+    pub fn render(self, owner: &Owner, session: usize, turn: usize) -> String {
+        let s = &owner.sessions[session];
+        let t = &s.turns[turn];
+        let mut out = String::new();
+        if let Some(style) = self.date {
+            out.push('[');
+            out.push_str(&format_date(s.date, style, owner.lang));
+            out.push_str("] ");
+        }
+        let with_previous = match self.previous {
+            Previous::None => false,
+            Previous::All => true,
+            Previous::UserTurns => t.role == Role::User,
+            Previous::ShortUserTurns => t.role == Role::User && t.content.len() < SHORT_TURN_BYTES,
+        };
+        if with_previous && turn > 0 {
+            let p = &s.turns[turn - 1];
+            if self.speaker {
+                out.push_str(&p.speaker);
+                out.push_str(": ");
+            }
+            out.push_str(&p.content);
+            out.push('\n');
+        }
+        if self.speaker {
+            out.push_str(&t.speaker);
+            out.push_str(": ");
+        }
+        out.push_str(&t.content);
+        if self.date == Some(DateStyle::Tagged) {
+            for mention in content_dates(&t.content) {
+                out.push(' ');
+                out.push_str(&mention.tag());
+            }
+        }
+        out
+    }
+}
+
+pub fn format_date(d: NaiveDate, style: DateStyle, lang: Lang) -> String {
+    match (style, lang) {
+        (DateStyle::Iso, _) => d.format("%Y-%m-%d").to_string(),
+        (DateStyle::Long, Lang::En) => format!("{} {} {}", d.day(), MONTHS_EN[d.month0() as usize], d.year()),
+        (DateStyle::Long, Lang::Zh) => format!("{}年{}月{}日", d.year(), d.month(), d.day()),
+        (DateStyle::Tagged, _) => {
+            let day = DateMention {
+                year: d.year(),
+                month: d.month(),
+                day: Some(d.day()),
+            };
+            let month = DateMention { day: None, ..day };
+            format!(
+                "{} {} {}",
+                format_date(d, DateStyle::Long, lang),
+                month.tag(),
+                day.tag()
+            )
+        }
+    }
+}
+
+/// A date in a question or a text, to the day or to the month.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DateMention {
+    pub year: i32,
+    pub month: u32,
+    pub day: Option<u32>,
+}
+
+impl DateMention {
+    /// `m202603` or `d20260314`: one token that BM25 keeps (see [`DateStyle`]).
+    pub fn tag(self) -> String {
+        match self.day {
+            Some(day) => format!("d{:04}{:02}{:02}", self.year, self.month, day),
+            None => format!("m{:04}{:02}", self.year, self.month),
+        }
+    }
+
+    pub fn iso(self) -> String {
+        match self.day {
+            Some(day) => format!("{:04}-{:02}-{:02}", self.year, self.month, day),
+            None => format!("{:04}-{:02}", self.year, self.month),
+        }
+    }
+
+    /// `14 March 2026` / `March 2026`, for the semantic channel.
+    pub fn long(self) -> String {
+        let month = MONTHS_EN[self.month as usize - 1];
+        match self.day {
+            Some(day) => format!("{day} {month} {}", self.year),
+            None => format!("{month} {}", self.year),
+        }
+    }
+}
+
+/// Full dates written in a text: `2026-03-14` and `2026年3月14日`.
+pub fn content_dates(text: &str) -> Vec<DateMention> {
+    let chars: Vec<char> = text.chars().collect();
+    let number = |from: usize, max_len: usize| -> (Option<u32>, usize) {
+        let mut end = from;
+        while end < chars.len() && end - from < max_len && chars[end].is_ascii_digit() {
+            end += 1;
+        }
+        (chars[from..end].iter().collect::<String>().parse().ok(), end)
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 4 <= chars.len() {
+        let starts_number = chars[i].is_ascii_digit() && (i == 0 || !chars[i - 1].is_ascii_digit());
+        let (year, after_year) = number(i, 4);
+        if !starts_number || after_year != i + 4 {
+            i += 1;
+            continue;
+        }
+        // ISO `2026-03-14`, or Chinese `2026年3月14日` (which must end with 日).
+        let (day_separator, end) = match chars.get(after_year) {
+            Some('-') => ('-', None),
+            Some('年') => ('月', Some('日')),
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let (month, after_month) = number(after_year + 1, 2);
+        let (day, after_day) = if chars.get(after_month) == Some(&day_separator) {
+            number(after_month + 1, 2)
+        } else {
+            (None, after_month)
+        };
+        let closed = end.is_none_or(|c| chars.get(after_day) == Some(&c));
+        if let (Some(year), Some(month), Some(day), true) = (year, month, day, closed) {
+            if NaiveDate::from_ymd_opt(year as i32, month, day).is_some() {
+                out.push(DateMention {
+                    year: year as i32,
+                    month,
+                    day: Some(day),
+                });
+            }
+        }
+        i = after_day.max(i + 1);
+    }
+    out
+}
+
+/// LLM-free query rewriting, applied to the keyword channel's text (and, with `dense_dates`,
+/// date normalisation to the semantic channel's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Rewrite {
+    /// Drop question words and chat filler that BM25's English stopword list keeps (and all
+    /// Chinese function words: the tokenizer has no Chinese stopwords).
+    pub strip: bool,
+    /// Append date tags for month and day mentions ("March 14" → `d20260314`, "in March" →
+    /// `m202603`), matching `DateStyle::Tagged` text.
+    pub dates: bool,
+    /// Append synonyms from a small hand-written table.
+    pub synonyms: bool,
+    /// Append the full date ("14 March 2026") to the text embedded for the semantic channel.
+    pub dense_dates: bool,
+}
+
+impl Rewrite {
+    pub const NONE: Self = Self {
+        strip: false,
+        dates: false,
+        synonyms: false,
+        dense_dates: false,
+    };
+
+    pub fn name(self) -> String {
+        let mut parts = Vec::new();
+        if self.strip {
+            parts.push("strip");
+        }
+        if self.dates {
+            parts.push("dates");
+        }
+        if self.synonyms {
+            parts.push("synonyms");
+        }
+        if self.dense_dates {
+            parts.push("dense-dates");
+        }
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join("+")
+        }
+    }
+
+    pub fn keyword_text(self, question: &str, today: NaiveDate) -> String {
+        let mut text = if self.strip {
+            strip(question)
+        } else {
+            question.to_string()
+        };
+        if self.synonyms {
+            let extra = synonyms(question);
+            if !extra.is_empty() {
+                text.push(' ');
+                text.push_str(&extra.join(" "));
+            }
+        }
+        if self.dates {
+            for date in dates_in(question, today) {
+                text.push(' ');
+                text.push_str(&date.tag());
+            }
+        }
+        text
+    }
+
+    pub fn dense_text(self, question: &str, today: NaiveDate) -> String {
+        let mut text = question.to_string();
+        if self.dense_dates {
+            for date in dates_in(question, today) {
+                text.push_str(" (");
+                text.push_str(&date.long());
+                text.push(')');
+            }
+        }
+        text
+    }
+}
+
+/// English words that carry no topic in a question about one's own past; BM25's stopword list
+/// already drops the rest (what, did, my, ...).
+const QUESTION_WORDS_EN: [&str; 16] = [
+    "what's", "whats", "who's", "again", "remind", "tell", "know", "these", "days", "now", "back", "should", "get",
+    "ping", "usually", "i'm",
+];
+/// Chinese question words and particles, longest first so "我们" goes before "我".
+const QUESTION_WORDS_ZH: [&str; 27] = [
+    "什么时候",
+    "来着",
+    "什么",
+    "哪个",
+    "哪里",
+    "哪儿",
+    "哪天",
+    "哪场",
+    "哪种",
+    "哪",
+    "谁",
+    "吗",
+    "呢",
+    "啥",
+    "怎么",
+    "我们",
+    "我家",
+    "现在",
+    "一般",
+    "该",
+    "是",
+    "的",
+    "我",
+    "了",
+    "那只",
+    "给",
+    "要",
+];
+
+pub fn strip(question: &str) -> String {
+    let mut words = Vec::new();
+    for word in question.split_whitespace() {
+        let bare: String = word
+            .trim_matches(|c: char| c.is_ascii_punctuation() || "？！，。、：".contains(c))
+            .to_lowercase();
+        if QUESTION_WORDS_EN.contains(&bare.as_str()) {
+            continue;
+        }
+        let mut w = word.to_string();
+        for zh in QUESTION_WORDS_ZH {
+            w = w.replace(zh, " ");
+        }
+        words.extend(
+            w.split(|c: char| c.is_whitespace() || "？?！!，,。".contains(c))
+                .filter(|part| !part.is_empty())
+                .map(String::from),
+        );
+    }
+    words.join(" ")
+}
+
+/// A generic-looking thesaurus. It was written by the same hand as the generator's
+/// paraphrases, so it overstates what a real synonym list would recover; see QUALITY.md.
+const SYNONYMS: [(&str, &str); 36] = [
+    ("dog", "puppy pet"),
+    ("cat", "kitten pet"),
+    ("rabbit", "bunny pet"),
+    ("called", "named name"),
+    ("live", "moved flat city"),
+    ("manager", "report boss"),
+    ("boss", "manager report"),
+    ("ping", "owns responsible"),
+    ("responsible", "owns owner"),
+    ("took", "owns handed"),
+    ("due", "deadline ship"),
+    ("deadline", "due ship"),
+    ("data", "database"),
+    ("db", "database"),
+    ("ide", "editor"),
+    ("drink", "coffee"),
+    ("race", "marathon"),
+    ("running", "run marathon"),
+    ("ingredient", "allergic allergy"),
+    ("skill", "learn"),
+    ("decide", "decision"),
+    ("happening", "event"),
+    ("狗", "小狗 宠物"),
+    ("猫", "小猫 宠物"),
+    ("兔子", "小兔子 宠物"),
+    ("叫", "名字 取名"),
+    ("住", "搬 城市"),
+    ("领导", "汇报 经理"),
+    ("忌口", "过敏"),
+    ("饮品", "咖啡"),
+    ("期限", "截止 上线"),
+    ("比赛", "马拉松"),
+    ("本领", "学 技能"),
+    ("存放", "数据库"),
+    ("预发布", "staging 测试环境"),
+    ("写代码", "编辑器"),
+];
+
+pub fn synonyms(question: &str) -> Vec<&'static str> {
+    let lower = question.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric() && c != '-')
+        .filter(|w| !w.is_empty())
+        .collect();
+    SYNONYMS
+        .iter()
+        .filter(|(key, _)| {
+            if key.is_ascii() {
+                words.contains(key)
+            } else {
+                lower.contains(key)
+            }
+        })
+        .map(|(_, extra)| *extra)
+        .collect()
+}
+
+/// The year of a month (and day) mentioned without one: the latest occurrence not after
+/// `today`, since the questions are about the past.
+fn resolve_year(month: u32, day: Option<u32>, today: NaiveDate) -> i32 {
+    if (month, day.unwrap_or(1)) <= (today.month(), today.day()) {
+        today.year()
+    } else {
+        today.year() - 1
+    }
+}
+
+fn mention(year: i32, month: u32, day: Option<u32>) -> Option<DateMention> {
+    let valid = match day {
+        Some(d) => NaiveDate::from_ymd_opt(year, month, d).is_some(),
+        None => (1..=12).contains(&month),
+    };
+    valid.then_some(DateMention { year, month, day })
+}
+
+/// The month/day mentions in a question, year resolved against `today`: "March 14",
+/// "14 March", "in March", "3月14日", "3月份", "三月".
+pub fn dates_in(question: &str, today: NaiveDate) -> Vec<DateMention> {
+    let mut out = Vec::new();
+    // English: a month name, with a day number right before or after it.
+    let tokens: Vec<String> = question
+        .split(|c: char| c.is_whitespace() || ",?.!".contains(c))
+        .filter(|t| !t.is_empty())
+        .map(|t| t.to_lowercase())
+        .collect();
+    let day_of = |t: &str| -> Option<u32> {
+        let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        digits.parse().ok().filter(|d| (1..=31).contains(d))
+    };
+    for (i, token) in tokens.iter().enumerate() {
+        let Some(month) = MONTHS_EN.iter().position(|m| {
+            let m = m.to_lowercase();
+            *token == m || (token.len() == 3 && m.starts_with(token.as_str()) && token != "may")
+        }) else {
+            continue;
+        };
+        // "may" is mostly the verb; only a capitalised "May" followed or preceded by a day
+        // counts, or "in May".
+        let month = month as u32 + 1;
+        let day = tokens
+            .get(i + 1)
+            .and_then(|t| day_of(t))
+            .or_else(|| i.checked_sub(1).and_then(|j| day_of(&tokens[j])));
+        if month == 5 && day.is_none() && !(i > 0 && tokens[i - 1] == "in") {
+            continue;
+        }
+        out.extend(mention(resolve_year(month, day, today), month, day));
+    }
+    // Chinese: "3月14日", "3月14号", "3月份", "3月", "三月".
+    let chars: Vec<char> = question.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if c != '月' {
+            continue;
+        }
+        let mut start = i;
+        while start > 0 && chars[start - 1].is_ascii_digit() {
+            start -= 1;
+        }
+        let month = if start < i {
+            chars[start..i].iter().collect::<String>().parse::<u32>().ok()
+        } else {
+            i.checked_sub(1).and_then(|j| chinese_numeral_month(&chars[..=j]))
+        };
+        let Some(month) = month.filter(|m| (1..=12).contains(m)) else {
+            continue;
+        };
+        let mut end = i + 1;
+        while end < chars.len() && chars[end].is_ascii_digit() {
+            end += 1;
+        }
+        let day = (end > i + 1 && chars.get(end).is_some_and(|c| *c == '日' || *c == '号'))
+            .then(|| chars[i + 1..end].iter().collect::<String>().parse::<u32>().ok())
+            .flatten();
+        out.extend(mention(resolve_year(month, day, today), month, day));
+    }
+    out
+}
+
+/// The month of a Chinese numeral ending `chars` ("三" → 3, "十二" → 12).
+fn chinese_numeral_month(chars: &[char]) -> Option<u32> {
+    const DIGITS: [char; 10] = ['零', '一', '二', '三', '四', '五', '六', '七', '八', '九'];
+    let digit = |c: char| DIGITS.iter().position(|d| *d == c).map(|p| p as u32);
+    match chars {
+        [.., '十', last] => digit(*last).map(|d| 10 + d),
+        [.., '十'] => Some(10),
+        [.., last] => digit(*last).filter(|d| *d > 0),
+        [] => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn today() -> NaiveDate {
+        NaiveDate::from_ymd_opt(2026, 6, 1).unwrap()
+    }
+
+    fn isos(question: &str) -> Vec<String> {
+        dates_in(question, today()).into_iter().map(DateMention::iso).collect()
+    }
+
+    #[test]
+    fn english_dates_resolve_to_the_latest_past_year() {
+        assert_eq!(isos("What did we migrate on March 14?"), ["2026-03-14"]);
+        assert_eq!(isos("What's happening on 9th May?"), ["2026-05-09"]);
+        assert_eq!(isos("What did we decide in December?"), ["2025-12"]);
+        assert_eq!(isos("What did we decide in May?"), ["2026-05"]);
+        assert!(dates_in("You may ask again", today()).is_empty());
+        assert!(dates_in("Which city do I live in?", today()).is_empty());
+    }
+
+    #[test]
+    fn chinese_dates() {
+        assert_eq!(isos("3月14日我们迁移了什么？"), ["2026-03-14"]);
+        assert_eq!(isos("12月份关于日志系统定的是什么？"), ["2025-12"]);
+        assert_eq!(isos("三月份我们做了什么决定？"), ["2026-03"]);
+        assert_eq!(isos("十一月份呢？"), ["2025-11"]);
+    }
+
+    #[test]
+    fn content_dates_and_tags() {
+        let found = content_dates("moved on 2026-03-14, then 2025年12月1日; not 2026-13-01 or 12026-01-01x");
+        let tags: Vec<String> = found.iter().map(|d| d.tag()).collect();
+        assert_eq!(tags, ["d20260314", "d20251201"]);
+        assert_eq!(isos("in March")[0], "2026-03");
+        assert_eq!(dates_in("in March", today())[0].tag(), "m202603");
+        assert_eq!(dates_in("on March 4", today())[0].long(), "4 March 2026");
+        let d = NaiveDate::from_ymd_opt(2026, 3, 4).unwrap();
+        assert_eq!(
+            format_date(d, DateStyle::Tagged, Lang::En),
+            "4 March 2026 m202603 d20260304"
+        );
+    }
+
+    #[test]
+    fn strip_keeps_the_topic() {
+        assert_eq!(strip("What's my dog called again?"), "my dog called");
+        assert_eq!(strip("我家那只狗叫啥来着？"), "狗叫");
+        assert_eq!(strip("我们搬到了哪个城市？"), "搬到 城市");
+    }
+
+    #[test]
+    fn rewrites_compose() {
+        let r = Rewrite {
+            strip: true,
+            dates: true,
+            synonyms: true,
+            dense_dates: false,
+        };
+        assert_eq!(
+            r.keyword_text("What's my dog called on March 3?", today()),
+            "my dog called on March 3 puppy pet named name d20260303"
+        );
+        assert_eq!(r.dense_text("in March?", today()), "in March?");
+        let dense = Rewrite {
+            dense_dates: true,
+            ..Rewrite::NONE
+        };
+        assert_eq!(dense.dense_text("in March?", today()), "in March? (March 2026)");
+        assert_eq!(Rewrite::NONE.name(), "none");
+        assert_eq!(r.name(), "strip+dates+synonyms");
+    }
+}
