@@ -58,7 +58,7 @@ fn contents(body: &Value) -> Vec<String> {
 fn conversation() -> Value {
     json!([
         {"role": "user", "content": "I adopted a puppy last week and named him Biscuit"},
-        {"role": "assistant", "content": "Congratulations on the new puppy! Biscuit is a lovely name."},
+        {"role": "assistant", "content": "Congratulations on the new puppy! What a lovely name."},
         {"role": "user", "content": "The billing service is owned by Priya since March"},
         {"role": "user", "content": "我们把订单表迁移到了 TDSQL-C 北京区"},
         {"role": "assistant", "content": "Noted: the migration of the orders table went to Beijing."},
