@@ -237,7 +237,7 @@ fn generate_owner(seed: u64, index: usize, lang: Lang, config: &GenConfig, rng: 
             .saturating_sub(4)
             .max(block_turns + 4);
         let filler_exchanges = (target - block_turns) / 2;
-        // Each block goes between filler exchanges, never two blocks back to back at the start.
+        // Blocks land at random exchange boundaries, so facts sit anywhere in a session.
         let mut slots: Vec<usize> = (0..blocks.len()).map(|_| rng.below(filler_exchanges + 1)).collect();
         slots.sort_unstable();
 

@@ -354,6 +354,15 @@ fn month_en(d: NaiveDate) -> &'static str {
     MONTHS_EN[d.month0() as usize]
 }
 
+/// "a" or "an" before `word`.
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
 fn month_zh(d: NaiveDate) -> String {
     format!("{}月", d.month())
 }
@@ -1309,13 +1318,13 @@ fn coffee(cx: &mut Ctx) -> Fact {
                 "哈哈，我不用。你一般在那儿点什么？".into(),
             ),
             cx.say(
-                format!("A {drink}, no sugar. Every single time."),
+                format!("The {drink}, no sugar. Every single time."),
                 format!("{drink_zh}，不加糖，每次都是。"),
             ),
         )
     } else {
         let statement = cx.say(
-            format!("Coffee run? My usual is a {drink}, no sugar."),
+            format!("Coffee run? My usual is {} {drink}, no sugar.", article(drink)),
             format!("要去买咖啡吗？我一般喝{drink_zh}，不加糖。"),
         );
         cx.direct(s, statement)
