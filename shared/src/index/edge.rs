@@ -59,7 +59,7 @@ use uuid::Uuid;
 
 use super::{
     check_dense, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult,
-    PointKind, SearchIndex, SparseVector, Strategy, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
+    PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
 };
 use crate::domain::Tenant;
 use crate::runtime::error_chain;
@@ -375,16 +375,12 @@ impl Inner {
                 BM25_VECTOR,
             )))
         });
-        let semantic = match &query.dense {
-            Some(dense) if query.strategy != Strategy::Keyword => {
-                check_dense(dense, self.dense_dimension)?;
-                Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::new(
-                    VectorInternal::from(Vector::new_dense(dense.clone())),
-                    DENSE_VECTOR,
-                ))))
-            }
-            Some(_) | None => None,
-        };
+        let semantic = query.semantic_vector(self.dense_dimension)?.map(|dense| {
+            ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::new(
+                VectorInternal::from(Vector::new_dense(dense.to_vec())),
+                DENSE_VECTOR,
+            )))
+        });
         let (prefetches, scoring) = match (keyword, semantic) {
             (Some(keyword), Some(semantic)) => {
                 let prefetch = |query, limit| Prefetch {
@@ -456,11 +452,10 @@ impl SearchIndex for EdgeIndex {
         query.validate()?;
         let query = query.clone();
         self.blocking(move |inner| {
-            let keyword = match query.strategy {
-                Strategy::Keyword | Strategy::Hybrid => Some(inner.bm25.embed_query(&query.text)),
-                Strategy::Semantic => None,
-            }
-            .filter(|vector| !vector.is_empty());
+            let keyword = query
+                .uses_keyword()
+                .then(|| inner.bm25.embed_query(&query.text))
+                .filter(|vector| !vector.is_empty());
             inner.search(&query, keyword)
         })
         .await

@@ -204,6 +204,24 @@ impl IndexQuery {
         }
         Ok(())
     }
+
+    /// Whether the keyword channel runs (every strategy but `Semantic`).
+    fn uses_keyword(&self) -> bool {
+        self.strategy != Strategy::Semantic
+    }
+
+    /// The vector the semantic channel runs with, if it runs (a vector is given and the
+    /// strategy is not `Keyword`), checked against the index's dimension. One definition of
+    /// the channel rules for both backends.
+    fn semantic_vector(&self, dimension: Option<usize>) -> IndexResult<Option<&[f32]>> {
+        match &self.dense {
+            Some(dense) if self.strategy != Strategy::Keyword => {
+                check_dense(dense, dimension)?;
+                Ok(Some(dense))
+            }
+            Some(_) | None => Ok(None),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -43,7 +43,7 @@ use uuid::Uuid;
 
 use super::{
     check_dense, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult,
-    PointKind, SearchIndex, SparseVector, Strategy, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
+    PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
 };
 use crate::domain::Tenant;
 
@@ -254,21 +254,16 @@ impl SearchIndex for QdrantIndex {
             return Ok(Vec::new());
         }
         query.validate()?;
-        let keyword = match query.strategy {
-            Strategy::Keyword | Strategy::Hybrid => {
-                let text = query.text.clone();
-                Some(self.embed(move |bm25| bm25.embed_query(&text)).await?).filter(|v| !v.is_empty())
-            }
-            Strategy::Semantic => None,
+        let keyword = if query.uses_keyword() {
+            let text = query.text.clone();
+            Some(self.embed(move |bm25| bm25.embed_query(&text)).await?).filter(|v| !v.is_empty())
+        } else {
+            None
         }
         .map(|v| Query::new_nearest(VectorInput::new_sparse(v.indices, v.values)));
-        let semantic = match &query.dense {
-            Some(dense) if query.strategy != Strategy::Keyword => {
-                check_dense(dense, self.dense_dimension)?;
-                Some(Query::new_nearest(VectorInput::new_dense(dense.clone())))
-            }
-            Some(_) | None => None,
-        };
+        let semantic = query
+            .semantic_vector(self.dense_dimension)?
+            .map(|dense| Query::new_nearest(VectorInput::new_dense(dense.to_vec())));
         let filter = tenant_filter(&query.tenant, query.kind, query.session_id.as_deref());
         let request = QueryPointsBuilder::new(&self.collection);
         let request = match (keyword, semantic) {
