@@ -24,6 +24,12 @@ pub enum ApiError {
     TooManyItems(String),
     #[error("{0}")]
     NotFound(String),
+    /// No valid credentials were presented.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The caller may not use this endpoint from where it is.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("a backend is unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("internal error")]
@@ -46,6 +52,8 @@ impl ApiError {
             Self::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::TooManyItems(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_many_items"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "backend_unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -66,7 +74,9 @@ impl IntoResponse for ApiError {
             | Self::Invalid(_)
             | Self::PayloadTooLarge(_)
             | Self::TooManyItems(_)
-            | Self::NotFound(_) => self.to_string(),
+            | Self::NotFound(_)
+            | Self::Unauthorized(_)
+            | Self::Forbidden(_) => self.to_string(),
         };
         (status, Json(ErrorBody { code, message })).into_response()
     }

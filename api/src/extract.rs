@@ -14,6 +14,8 @@ use crate::state::AppState;
 pub const TEAM_HEADER: &str = "x-sediment-team";
 pub const AGENT_HEADER: &str = "x-sediment-agent";
 pub const USER_HEADER: &str = "x-sediment-user";
+/// Who acts for the tenant (a person or service behind the agent), for the audit log.
+pub const ACTOR_HEADER: &str = "x-sediment-actor";
 
 /// A JSON body. Syntax errors are 400 `malformed_json`; a body of the wrong shape is 422
 /// `invalid_request`; a body over the limit is 413.
@@ -62,6 +64,7 @@ pub struct HeaderIds {
     team: Option<String>,
     agent: Option<String>,
     user: Option<String>,
+    actor: Option<String>,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for TenantHeaders {
@@ -73,6 +76,7 @@ impl<S: Send + Sync> FromRequestParts<S> for TenantHeaders {
             team: header(headers, TEAM_HEADER)?,
             agent: header(headers, AGENT_HEADER)?,
             user: header(headers, USER_HEADER)?,
+            actor: header(headers, ACTOR_HEADER)?,
         }))
     }
 }
@@ -106,4 +110,17 @@ impl HeaderIds {
     pub fn tenant(&self) -> Result<Tenant, ApiError> {
         tenant_from(self, None, None, None)
     }
+
+    /// Who acts, for the audit log: the actor header, else the tenant's user.
+    pub fn actor(&self, tenant: &Tenant) -> String {
+        self.actor
+            .as_deref()
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(|a| a.chars().take(MAX_ACTOR_CHARS).collect())
+            .unwrap_or_else(|| tenant.user.clone())
+    }
 }
+
+/// Longest actor kept in the audit log.
+const MAX_ACTOR_CHARS: usize = 128;

@@ -15,8 +15,11 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use shared::backends::Backends;
 use shared::config::Settings;
+use shared::context::{CompactHandler, Compactor};
 use shared::indexer::Indexer;
-use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat, IndexHandler};
+use shared::memory::schedule::Scheduler;
+use shared::ops::WorkerProbe;
+use shared::runtime::{run_consumer, ConsumerSettings, ExtractHandler, Handler, Heartbeat, IndexHandler};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -58,55 +61,116 @@ pub async fn start(
     shutdown: CancellationToken,
 ) -> anyhow::Result<Server> {
     let addr = listener.local_addr().context("read the listener address")?;
-    let state = AppState::new(backends.clone(), settings.limits.clone(), settings.recall.clone());
-    let app = routes::router(state);
+    let mut state = AppState::new(
+        backends.clone(),
+        settings.limits.clone(),
+        settings.recall.clone(),
+        settings.context.clone(),
+    );
+    let mut probes = Vec::new();
 
-    let consumer = backends.api_runs_index_worker.then(|| {
+    let consumer_settings = ConsumerSettings {
+        prefetch: settings.worker.prefetch,
+        sweep_interval: settings.worker.sweep_interval,
+        shutdown_deadline: settings.shutdown_deadline,
+    };
+    let mut workers = Vec::new();
+    // Workers that write or read the search index run here when the index lives in this
+    // process (Qdrant Edge): no other process can open it.
+    if backends.api_runs_index_worker {
         let indexer = Indexer::new(
             backends.store.clone(),
             backends.index.clone(),
             backends.embedder.clone(),
             settings.worker.batch_size,
         );
-        let consumer_settings = ConsumerSettings {
-            prefetch: settings.worker.prefetch,
-            sweep_interval: settings.worker.sweep_interval,
-            shutdown_deadline: settings.shutdown_deadline,
-        };
-        let consumer = run_consumer(
-            backends.bus.clone(),
+        workers.push(spawn_worker(
+            &backends,
             Arc::new(IndexHandler(indexer)),
-            consumer_settings,
-            Arc::new(Heartbeat::default()),
-            shutdown.clone(),
-        );
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let result = consumer.await;
-            // An API whose in-process worker is gone would accept turns that nothing indexes:
-            // take the whole process down, so the supervisor restarts it.
-            if let Err(e) = &result {
-                tracing::error!(
-                    error = format!("{e:#}"),
-                    "in-process index worker failed; shutting down"
-                );
-                shutdown.cancel();
-            }
-            result
-        })
-    });
+            consumer_settings.clone(),
+            None,
+            &shutdown,
+            &mut probes,
+        ));
+        if settings.extract.enabled {
+            let scheduler = backends.extract_scheduler(settings)?;
+            workers.push(spawn_worker(
+                &backends,
+                Arc::new(ExtractHandler(scheduler.clone())),
+                consumer_settings.clone(),
+                Some(scheduler),
+                &shutdown,
+                &mut probes,
+            ));
+        }
+    }
+    // Compaction touches no index; in the cluster its own workers (`sediment-compact`) run it.
+    if backends.embedded {
+        let compactor = Compactor::from_backends(&backends, settings).context("build the compaction summarizer")?;
+        workers.push(spawn_worker(
+            &backends,
+            Arc::new(CompactHandler(compactor)),
+            consumer_settings.clone(),
+            None,
+            &shutdown,
+            &mut probes,
+        ));
+    }
+
+    let extract_in_process = backends.api_runs_index_worker && settings.extract.enabled;
+    state.ops = Arc::new(routes::ops::Ops::new(settings.ops.clone(), probes, extract_in_process));
+    let app = routes::router(state);
 
     let http_shutdown = shutdown.clone();
     let task = tokio::spawn(async move {
-        let served = axum::serve(listener, app)
+        // The peer address is what the ops page's loopback rule reads.
+        let served = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(http_shutdown.cancelled_owned())
             .await
             .context("serve HTTP");
-        if let Some(consumer) = consumer {
-            consumer.await.context("join the in-process index worker")??;
+        for worker in workers {
+            worker.await.context("join an in-process worker")??;
         }
         tracing::info!("api stopped");
         served
     });
     Ok(Server { addr, task })
+}
+
+/// Runs one worker's consumer in this process. If the consumer fails, the whole process shuts
+/// down: an API whose in-process worker is gone would accept turns that nothing processes, so
+/// the supervisor must restart it. With a `flush` scheduler, pending extraction is flushed
+/// after the consumer drained (graceful shutdown). Its heartbeat goes to `probes`, for the ops
+/// page.
+fn spawn_worker(
+    backends: &Backends,
+    handler: Arc<dyn Handler>,
+    settings: ConsumerSettings,
+    flush: Option<Scheduler>,
+    shutdown: &CancellationToken,
+    probes: &mut Vec<WorkerProbe>,
+) -> JoinHandle<anyhow::Result<()>> {
+    let worker = handler.kind().as_str();
+    let deadline = settings.shutdown_deadline;
+    let heartbeat = Arc::new(Heartbeat::default());
+    probes.push(WorkerProbe {
+        kind: handler.kind(),
+        heartbeat: heartbeat.clone(),
+    });
+    let consumer = run_consumer(backends.bus.clone(), handler, settings, heartbeat, shutdown.clone());
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let result = consumer.await;
+        if let Err(e) = &result {
+            tracing::error!(
+                worker,
+                error = format!("{e:#}"),
+                "in-process worker failed; shutting down"
+            );
+            shutdown.cancel();
+        } else if let Some(scheduler) = flush {
+            scheduler.flush_all(deadline).await;
+        }
+        result
+    })
 }

@@ -1,5 +1,7 @@
 use shared::backends::Backends;
 use shared::config::{Limits, RecallSettings};
+use shared::context::{ContextService, ContextSettings};
+use shared::memory::pipeline::MemoryIndexer;
 use shared::recall::Recall;
 use shared::search::ConversationSearch;
 
@@ -11,24 +13,39 @@ pub struct AppState {
     pub recall: Recall,
     pub recall_defaults: RecallSettings,
     pub limits: Limits,
+    /// Applies memory corrections and deletions to the index right away.
+    pub memory_indexer: MemoryIndexer,
+    /// Session context windows and compaction requests.
+    pub context: ContextService,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// The ops page's access rule and this process's workers; set once the workers started.
+    pub ops: std::sync::Arc<crate::routes::ops::Ops>,
 }
 
 impl AppState {
-    pub fn new(backends: Backends, limits: Limits, recall_defaults: RecallSettings) -> Self {
+    pub fn new(backends: Backends, limits: Limits, recall_defaults: RecallSettings, context: ContextSettings) -> Self {
         let search = ConversationSearch::new(
             backends.store.clone(),
             backends.index.clone(),
             backends.embedder.clone(),
             recall_defaults.fusion,
         );
+        let memory_indexer = MemoryIndexer::new(
+            backends.memories.clone(),
+            backends.index.clone(),
+            backends.embedder.clone(),
+        );
+        let memory_indexer_store = backends.memories.clone();
         Self {
+            memory_indexer,
+            context: ContextService::from_backends(&backends, context),
             backends,
-            recall: Recall::new(search.clone()),
+            recall: Recall::new(search.clone(), memory_indexer_store),
             search,
             recall_defaults,
             limits,
             metrics: shared::metrics::prometheus(),
+            ops: Default::default(),
         }
     }
 }

@@ -9,12 +9,33 @@ use crate::bus::{AmqpBus, AmqpSettings, EventBus, LocalBus};
 use crate::config::{Deployment, EmbeddingSettings, IndexBackend, Settings};
 use crate::embed::{Embedder, LocalEmbedder, OpenAiEmbedder, OpenAiSettings};
 use crate::index::{EdgeIndex, QdrantIndex, SearchIndex};
+use crate::llm::{ChatClient, ChatSettings, InstanceTemplates, Prompts};
+use crate::memory::llm::{LlmExtractor, LlmJudge};
+use crate::memory::pipeline::{MemoryIndexer, Pipeline};
+use crate::memory::rules::{RulesExtractor, RulesJudge};
+use crate::memory::schedule::Scheduler;
+use crate::memory::{CardExtractor, ConflictJudge};
+use crate::store::audit::AuditLog;
+use crate::store::compaction::CompactionStore;
+use crate::store::memory::MemoryStore;
+use crate::store::prompts::{PromptStore, StoredOverrides};
 use crate::store::{PostgresStore, SqliteStore, TranscriptStore, INDEX_CONSUMER};
 
 /// One implementation of every port.
 #[derive(Clone)]
 pub struct Backends {
     pub store: Arc<dyn TranscriptStore>,
+    /// The same database as `store`, seen through the memory port.
+    pub memories: Arc<dyn MemoryStore>,
+    /// The same database again, for the audit log.
+    pub audit: Arc<dyn AuditLog>,
+    /// The same database as `store`, seen through the session-compaction port.
+    pub compactions: Arc<dyn CompactionStore>,
+    /// The same database as `store`, seen through the prompt-override port.
+    pub prompt_store: Arc<dyn PromptStore>,
+    /// The effective prompt templates: builtin, the instance directory, and the overrides of
+    /// `prompt_store`, read on every call.
+    pub prompts: Prompts,
     pub bus: Arc<dyn EventBus>,
     pub index: Arc<dyn SearchIndex>,
     /// `None` when no embedding provider is configured (keyword search only).
@@ -30,7 +51,15 @@ impl Backends {
     /// Connects every backend. In the cluster deployment it also applies the Postgres
     /// migrations (safe when several replicas start at once).
     pub async fn connect(settings: &Settings) -> anyhow::Result<Self> {
-        let (store, bus, embedded): (Arc<dyn TranscriptStore>, Arc<dyn EventBus>, bool) = match &settings.deployment {
+        type Stores = (
+            Arc<dyn TranscriptStore>,
+            Arc<dyn MemoryStore>,
+            Arc<dyn CompactionStore>,
+            Arc<dyn PromptStore>,
+            Arc<dyn AuditLog>,
+        );
+        type Ports = (Stores, Arc<dyn EventBus>, bool);
+        let ((store, memories, compactions, prompt_store, audit), bus, embedded): Ports = match &settings.deployment {
             Deployment::Embedded { data_dir } => {
                 std::fs::create_dir_all(data_dir)
                     .with_context(|| format!("create data directory {}", data_dir.display()))?;
@@ -38,7 +67,12 @@ impl Backends {
                     .await
                     .context("open the SQLite store")?;
                 let bus = LocalBus::new(settings.worker.max_attempts, settings.worker.retry_delay);
-                (Arc::new(store), Arc::new(bus), true)
+                let store = Arc::new(store);
+                (
+                    (store.clone(), store.clone(), store.clone(), store.clone(), store),
+                    Arc::new(bus),
+                    true,
+                )
             }
             Deployment::Cluster { database_url, amqp_url } => {
                 let store = PostgresStore::connect(database_url, settings.db_pool_size)
@@ -54,9 +88,20 @@ impl Backends {
                 })
                 .await
                 .context("connect to RabbitMQ")?;
-                (Arc::new(store), Arc::new(bus), false)
+                let store = Arc::new(store);
+                (
+                    (store.clone(), store.clone(), store.clone(), store.clone(), store),
+                    Arc::new(bus),
+                    false,
+                )
             }
         };
+        // Read at start so that a broken template fails the boot, not the first extraction.
+        let instance = match settings.llm.as_ref().and_then(|llm| llm.prompts_dir.as_ref()) {
+            Some(dir) => InstanceTemplates::load(dir).context("load the instance prompt templates")?,
+            None => InstanceTemplates::default(),
+        };
+        let prompts = Prompts::new(instance, Arc::new(StoredOverrides(prompt_store.clone())));
         let embedder = connect_embedder(&settings.embedding).await?;
         let dense_dimension = embedder.as_ref().map(|e| e.dimension());
         let index: Arc<dyn SearchIndex> = match &settings.index {
@@ -89,16 +134,67 @@ impl Backends {
             if sessions > 0 {
                 tracing::warn!(sessions, "the search index is new: re-indexing every stored turn");
             }
+            let requeued = memories
+                .requeue_all()
+                .await
+                .context("queue every memory for a new index")?;
+            if requeued > 0 {
+                tracing::warn!(
+                    memories = requeued,
+                    "the search index is new: re-indexing every active memory"
+                );
+            }
         }
         let api_runs_index_worker = embedded || matches!(settings.index, IndexBackend::Edge { .. });
         Ok(Self {
             store,
+            memories,
+            audit,
+            compactions,
+            prompt_store,
+            prompts,
             bus,
             index,
             embedder,
             embedded,
             api_runs_index_worker,
         })
+    }
+}
+
+impl Backends {
+    /// The L1 extraction scheduler over these backends: the LLM engines when an LLM is
+    /// configured, the rules engines otherwise.
+    pub fn extract_scheduler(&self, settings: &Settings) -> anyhow::Result<Scheduler> {
+        let (extractor, judge): (Arc<dyn CardExtractor>, Arc<dyn ConflictJudge>) = match &settings.llm {
+            None => (Arc::new(RulesExtractor::new()), Arc::new(RulesJudge::new())),
+            Some(llm) => {
+                let chat = Arc::new(ChatClient::new(ChatSettings::from_config(llm)).context("build the LLM client")?);
+                let prompts = self.prompts.clone();
+                tracing::info!(model = %llm.model, "L1 extraction uses the LLM engines");
+                (
+                    Arc::new(LlmExtractor::new(chat.clone(), prompts.clone())),
+                    Arc::new(LlmJudge::new(chat, prompts)),
+                )
+            }
+        };
+        let pipeline = Pipeline::new(
+            self.store.clone(),
+            self.memories.clone(),
+            self.index.clone(),
+            self.embedder.clone(),
+            extractor,
+            judge,
+            settings.extract.pipeline.clone(),
+        );
+        let indexer = MemoryIndexer::new(self.memories.clone(), self.index.clone(), self.embedder.clone());
+        Ok(Scheduler::new(
+            self.store.clone(),
+            pipeline,
+            indexer,
+            self.bus.clone(),
+            settings.extract.schedule.clone(),
+        ))
     }
 }
 

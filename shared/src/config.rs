@@ -95,6 +95,31 @@ pub enum EmbeddingSettings {
     },
 }
 
+/// The OpenAI-compatible chat endpoint of the LLM engines (L1 extraction and dedup, and the
+/// later LLM jobs). With none configured, sediment runs its rules engines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlmSettings {
+    /// Base URL including `/v1`; requests go to `{url}/chat/completions`.
+    pub url: String,
+    pub model: String,
+    pub api_key: Option<Secret>,
+    /// Limit of one HTTP request, from connecting to the last byte of the answer.
+    pub timeout: Duration,
+    /// Retries of one request on connect errors, timeouts, 429 and 5xx.
+    pub max_retries: u32,
+    /// Instance-wide prompt overrides, one `{template id}.md` file each.
+    pub prompts_dir: Option<PathBuf>,
+}
+
+/// L1 extraction: batch sizes and the schedule (see `memory::schedule`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtractSettings {
+    /// Run L1 extraction at all (`SEDIMENT_EXTRACT`); off leaves turns as L0 only.
+    pub enabled: bool,
+    pub pipeline: crate::memory::pipeline::PipelineSettings,
+    pub schedule: crate::memory::schedule::ScheduleSettings,
+}
+
 /// Defaults of `POST /v1/recall` and of hybrid queries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecallSettings {
@@ -110,6 +135,74 @@ pub struct RecallSettings {
     pub fusion: crate::index::Fusion,
     /// Re-rank by recency by default (`SEDIMENT_RECALL_RECENCY`; see `recall`).
     pub recency: bool,
+}
+
+/// Who may read the API's ops page (`/ops`, `/ops/state`). It shows operational data across
+/// tenants (counts, lag, liveness, failure kinds and errors; no content and no tenant ids), so
+/// it is closed to the network by default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpsSettings {
+    /// Serve the ops page at all (`SEDIMENT_OPS_ENABLED`); off, it answers 404.
+    pub enabled: bool,
+    /// `SEDIMENT_OPS_TOKEN`: with one, any client presenting it as a bearer token may read the
+    /// page, and no other; without one, only clients on a loopback address may (a local
+    /// browser, or `kubectl port-forward`).
+    pub token: Option<Secret>,
+}
+
+/// Shortest accepted ops token: it guards data across every tenant.
+pub const MIN_OPS_TOKEN_CHARS: usize = 16;
+
+impl OpsSettings {
+    fn from_map(vars: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let token = vars.get("OPS_TOKEN").map(|v| v.trim()).filter(|v| !v.is_empty());
+        if token.is_some_and(|t| t.chars().count() < MIN_OPS_TOKEN_CHARS) {
+            return Err(invalid(
+                "OPS_TOKEN",
+                format!("must be at least {MIN_OPS_TOKEN_CHARS} characters"),
+            ));
+        }
+        Ok(Self {
+            enabled: parse(vars, "OPS_ENABLED", true)?,
+            token: token.map(Secret::new),
+        })
+    }
+}
+
+/// Trace export (`SEDIMENT_OTLP_*`, `SEDIMENT_TRACE_SAMPLE_RATIO`); see `telemetry`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceSettings {
+    /// OTLP/HTTP base URL of a collector (`http://otel-collector:4318`; `/v1/traces` is added
+    /// unless the URL already ends with it). `None` exports nothing, unless the standard
+    /// `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT` is set.
+    pub otlp_endpoint: Option<String>,
+    /// Share of new traces kept, 0.0 to 1.0; a trace continued from a caller or a message keeps
+    /// the caller's decision.
+    pub sample_ratio: f64,
+}
+
+impl TraceSettings {
+    fn from_map(vars: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let get = |key: &str| vars.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let otlp_endpoint = get("OTLP_ENDPOINT");
+        if otlp_endpoint.is_some_and(|url| !(url.starts_with("http://") || url.starts_with("https://"))) {
+            return Err(invalid("OTLP_ENDPOINT", "must start with http:// or https://"));
+        }
+        // Only OTLP/HTTP with protobuf bodies: it rides on the reqwest client already in the
+        // binary; an OpenTelemetry Collector bridges to gRPC-only back ends.
+        match get("OTLP_PROTOCOL").unwrap_or("http/protobuf") {
+            "http/protobuf" => {}
+            _ => return Err(invalid("OTLP_PROTOCOL", "must be http/protobuf")),
+        }
+        let sample_ratio: f64 = parse(vars, "TRACE_SAMPLE_RATIO", 1.0)?;
+        if !(0.0..=1.0).contains(&sample_ratio) {
+            return Err(invalid("TRACE_SAMPLE_RATIO", "must be between 0.0 and 1.0"));
+        }
+        Ok(Self {
+            otlp_endpoint: otlp_endpoint.map(str::to_owned),
+            sample_ratio,
+        })
+    }
 }
 
 /// A secret setting (an API key): its value never shows in `Debug` output, so settings can be
@@ -138,6 +231,9 @@ impl std::fmt::Debug for Secret {
 pub struct Settings {
     pub deployment: Deployment,
     pub embedding: EmbeddingSettings,
+    pub extract: ExtractSettings,
+    /// The LLM endpoint; `None` (no `SEDIMENT_LLM_URL`) runs the rules engines.
+    pub llm: Option<LlmSettings>,
     pub recall: RecallSettings,
     pub index: IndexBackend,
     /// API key of the Qdrant server (`SEDIMENT_QDRANT_API_KEY`), if it requires one.
@@ -158,6 +254,13 @@ pub struct Settings {
     pub log_filter: String,
     /// `text` or `json`.
     pub log_format: String,
+    /// Trace export over OTLP (`SEDIMENT_OTLP_*`).
+    pub traces: TraceSettings,
+    /// Session context: truncation, summary reuse and compaction (`SEDIMENT_CONTEXT_*`,
+    /// `SEDIMENT_COMPACTION_*`).
+    pub context: crate::context::ContextSettings,
+    /// Access to the API's ops page (`SEDIMENT_OPS_*`).
+    pub ops: OpsSettings,
 }
 
 impl Settings {
@@ -261,6 +364,48 @@ impl Settings {
             _ => return Err(invalid("EMBEDDING", "must be auto, none, local or openai")),
         };
 
+        let llm = match get("LLM_URL") {
+            Some(url) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(invalid("LLM_URL", "must start with http:// or https://"));
+                }
+                let Some(model) = get("LLM_MODEL") else {
+                    return Err(invalid("LLM_MODEL", "must be set when SEDIMENT_LLM_URL is set"));
+                };
+                Some(LlmSettings {
+                    url: url.to_owned(),
+                    model: model.to_owned(),
+                    api_key: get("LLM_API_KEY").map(Secret::new),
+                    timeout: millis(vars, "LLM_TIMEOUT_MS", 60_000)?,
+                    max_retries: parse(vars, "LLM_MAX_RETRIES", 2)?,
+                    prompts_dir: get("PROMPTS_DIR").map(PathBuf::from),
+                })
+            }
+            None => {
+                // Settings that only mean something with an endpoint are a half-done LLM set-up:
+                // running the rules engines instead would hide the mistake.
+                for key in ["LLM_MODEL", "LLM_API_KEY", "PROMPTS_DIR"] {
+                    if get(key).is_some() {
+                        return Err(invalid("LLM_URL", format!("must be set when SEDIMENT_{key} is set")));
+                    }
+                }
+                None
+            }
+        };
+
+        let extract = ExtractSettings {
+            enabled: parse(vars, "EXTRACT", true)?,
+            pipeline: crate::memory::pipeline::PipelineSettings {
+                batch_turns: positive(vars, "EXTRACT_BATCH_TURNS", 10)?,
+                context_turns: parse(vars, "EXTRACT_CONTEXT_TURNS", 5)?,
+                candidates: parse(vars, "EXTRACT_CANDIDATES", 5)?,
+            },
+            schedule: crate::memory::schedule::ScheduleSettings {
+                steady_every: positive(vars, "EXTRACT_EVERY", 5)?,
+                idle_flush: millis(vars, "EXTRACT_IDLE_FLUSH_MS", 60_000)?,
+            },
+        };
+
         let recall = RecallSettings {
             default_limit: positive(vars, "RECALL_LIMIT", 10)?,
             item_chars: positive(vars, "RECALL_ITEM_CHARS", 1_000)?,
@@ -278,6 +423,8 @@ impl Settings {
         Ok(Self {
             deployment,
             embedding,
+            llm,
+            extract,
             recall,
             index,
             qdrant_api_key: get("QDRANT_API_KEY").map(Secret::new),
@@ -309,6 +456,9 @@ impl Settings {
                 f @ ("text" | "json") => f.to_owned(),
                 _ => return Err(invalid("LOG_FORMAT", "must be text or json")),
             },
+            traces: TraceSettings::from_map(vars)?,
+            context: crate::context::ContextSettings::from_map(vars)?,
+            ops: OpsSettings::from_map(vars)?,
         })
     }
 
@@ -434,6 +584,82 @@ mod tests {
     }
 
     #[test]
+    fn llm_is_off_without_a_url_and_validated_with_one() {
+        assert_eq!(Settings::from_map(&HashMap::new()).unwrap().llm, None);
+        let s = Settings::from_map(&map(&[
+            ("LLM_URL", "http://vllm:8000/v1"),
+            ("LLM_MODEL", "qwen2.5-7b-instruct"),
+            ("LLM_API_KEY", "sk-llm-secret"),
+            ("PROMPTS_DIR", "/etc/sediment/prompts"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            s.llm,
+            Some(LlmSettings {
+                url: "http://vllm:8000/v1".into(),
+                model: "qwen2.5-7b-instruct".into(),
+                api_key: Some(Secret::new("sk-llm-secret")),
+                timeout: Duration::from_secs(60),
+                max_retries: 2,
+                prompts_dir: Some("/etc/sediment/prompts".into()),
+            })
+        );
+        assert!(!format!("{s:?}").contains("sk-llm-secret"));
+        let tuned = Settings::from_map(&map(&[
+            ("LLM_URL", "https://api.openai.com/v1"),
+            ("LLM_MODEL", "gpt-4o-mini"),
+            ("LLM_TIMEOUT_MS", "1500"),
+            ("LLM_MAX_RETRIES", "0"),
+        ]))
+        .unwrap()
+        .llm
+        .unwrap();
+        assert_eq!((tuned.timeout, tuned.max_retries), (Duration::from_millis(1500), 0));
+        assert_eq!((tuned.api_key, tuned.prompts_dir), (None, None));
+    }
+
+    #[test]
+    fn half_configured_llm_is_refused() {
+        let cases: [(&[(&str, &str)], &str); 6] = [
+            (&[("LLM_URL", "http://vllm:8000/v1")], "SEDIMENT_LLM_MODEL"),
+            (&[("LLM_URL", "vllm:8000"), ("LLM_MODEL", "m")], "SEDIMENT_LLM_URL"),
+            (&[("LLM_MODEL", "m")], "SEDIMENT_LLM_URL"),
+            (&[("LLM_API_KEY", "k")], "SEDIMENT_LLM_URL"),
+            (&[("PROMPTS_DIR", "/p")], "SEDIMENT_LLM_URL"),
+            (
+                &[("LLM_URL", "http://x/v1"), ("LLM_MODEL", "m"), ("LLM_TIMEOUT_MS", "0")],
+                "SEDIMENT_LLM_TIMEOUT_MS",
+            ),
+        ];
+        for (vars, key) in cases {
+            let err = Settings::from_map(&map(vars)).unwrap_err();
+            assert!(err.to_string().starts_with(key), "{vars:?}: {err}");
+        }
+        let err = Settings::from_map(&map(&[
+            ("LLM_URL", "http://x/v1"),
+            ("LLM_MODEL", "m"),
+            ("LLM_MAX_RETRIES", "-1"),
+        ]))
+        .unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_LLM_MAX_RETRIES"), "{err}");
+    }
+
+    #[test]
+    fn ops_page_is_on_for_loopback_by_default_and_tokens_must_be_long() {
+        let ops = Settings::from_map(&HashMap::new()).unwrap().ops;
+        assert_eq!((ops.enabled, ops.token), (true, None));
+        let ops = Settings::from_map(&map(&[("OPS_ENABLED", "false"), ("OPS_TOKEN", "0123456789abcdef")]))
+            .unwrap()
+            .ops;
+        assert!(!ops.enabled);
+        assert_eq!(ops.token.as_ref().map(Secret::expose), Some("0123456789abcdef"));
+        let err = Settings::from_map(&map(&[("OPS_TOKEN", "short")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_OPS_TOKEN"), "{err}");
+        let err = Settings::from_map(&map(&[("OPS_ENABLED", "yes")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_OPS_ENABLED"), "{err}");
+    }
+
+    #[test]
     fn bad_values_name_their_key() {
         let err = Settings::from_map(&map(&[("MAX_BODY_BYTES", "lots")])).unwrap_err();
         assert!(err.to_string().starts_with("SEDIMENT_MAX_BODY_BYTES"), "{err}");
@@ -441,5 +667,28 @@ mod tests {
         assert!(err.to_string().contains("greater than zero"), "{err}");
         let err = Settings::from_map(&map(&[("QDRANT_URL", "localhost:6334")])).unwrap_err();
         assert!(err.to_string().starts_with("SEDIMENT_QDRANT_URL"), "{err}");
+    }
+
+    #[test]
+    fn traces_are_off_by_default_and_checked_when_set() {
+        let traces = Settings::from_map(&map(&[])).unwrap().traces;
+        assert_eq!(traces.otlp_endpoint, None);
+        assert_eq!(traces.sample_ratio, 1.0);
+        let traces = Settings::from_map(&map(&[
+            ("OTLP_ENDPOINT", "http://collector:4318"),
+            ("TRACE_SAMPLE_RATIO", "0.25"),
+        ]))
+        .unwrap()
+        .traces;
+        assert_eq!(traces.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+        assert_eq!(traces.sample_ratio, 0.25);
+        for (key, value) in [
+            ("OTLP_ENDPOINT", "collector:4318"),
+            ("OTLP_PROTOCOL", "grpc"),
+            ("TRACE_SAMPLE_RATIO", "1.5"),
+        ] {
+            let err = Settings::from_map(&map(&[(key, value)])).unwrap_err();
+            assert!(err.to_string().starts_with(&format!("SEDIMENT_{key}")), "{err}");
+        }
     }
 }

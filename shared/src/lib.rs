@@ -7,7 +7,8 @@
 //!   Qdrant server) and an embedded backend (SQLite, in-process channels, Qdrant Edge); the
 //!   algorithms see only `Arc<dyn Port>`.
 //! - `indexer` and `search` are algorithms over the ports; `runtime` wires them into
-//!   long-running loops; `backends` builds the right set of ports from `config::Settings`.
+//!   long-running loops; `backends` builds the right set of ports from `config::Settings`;
+//!   `ops` reads the ports for operators (queue gauges, the ops page's snapshot).
 //! - This crate has no HTTP framework in it: `api` adapts HTTP to these calls.
 //!
 //! # Which error type where
@@ -19,12 +20,18 @@
 pub mod backends;
 pub mod bus;
 pub mod config;
+pub mod context;
 pub mod domain;
 pub mod embed;
+mod http_retry;
 pub mod index;
 pub mod indexer;
+pub mod llm;
+pub mod memory;
 pub mod metrics;
+pub mod ops;
 pub mod recall;
+pub mod retrieval;
 pub mod runtime;
 pub mod search;
 pub mod shutdown;

@@ -11,6 +11,12 @@ pub const TURNS_INGESTED: &str = "sediment_turns_ingested_total";
 pub const EVENTS_PUBLISHED: &str = "sediment_events_published_total";
 /// Deliveries consumed by `worker` and `outcome` (`ack`, `retry`, `reject`).
 pub const EVENTS_CONSUMED: &str = "sediment_events_consumed_total";
+/// Ready messages in a worker kind's queue, by `queue` (the kind), as last sampled.
+pub const QUEUE_DEPTH: &str = "sediment_queue_depth";
+/// Parked messages (rejected or out of attempts) waiting for a human, by `queue`, as last sampled.
+pub const PARKED_MESSAGES: &str = "sediment_parked_messages";
+/// Subscriptions consuming a worker kind's queue, by `queue`, as last sampled.
+pub const QUEUE_CONSUMERS: &str = "sediment_queue_consumers";
 /// Turns written to the search index.
 pub const TURNS_INDEXED: &str = "sediment_turns_indexed_total";
 /// Turns stored but not yet indexed, as of the last sweep.
@@ -40,6 +46,52 @@ pub const RECALL_ITEMS: &str = "sediment_recall_items";
 pub const EMBEDDING_REQUESTS: &str = "sediment_embedding_requests_total";
 /// Embedding provider request latency in seconds by `provider`, per attempt.
 pub const EMBEDDING_LATENCY: &str = "sediment_embedding_duration_seconds";
+/// LLM chat requests by `trace` and `result` (`ok`, `retry`, `unavailable` after the last
+/// retry, `rejected` for a permanent failure); one per HTTP attempt, so retries show up.
+pub const LLM_CALLS: &str = "sediment_llm_calls_total";
+/// LLM chat request latency in seconds by `trace`, per attempt.
+pub const LLM_LATENCY: &str = "sediment_llm_call_duration_seconds";
+/// Tokens by `trace` and `kind` (`prompt`, `completion`), as the provider's `usage` reports them.
+pub const LLM_TOKENS: &str = "sediment_llm_tokens_total";
+/// Repair calls (a second call after an answer failed validation) by `trace` and `result`
+/// (`ok`, `failed`); a failed repair is an LLM call that ends as malformed output.
+pub const LLM_REPAIRS: &str = "sediment_llm_repairs_total";
+/// LLM answers that failed validation, by `trace`: a first answer and a failed repair each count.
+pub const LLM_MALFORMED: &str = "sediment_llm_malformed_outputs_total";
+/// Turns read by L1 extraction batches (junk included).
+pub const EXTRACT_INPUT_TURNS: &str = "sediment_extract_input_turns_total";
+/// Turns dropped by the junk filter, by `reason`.
+pub const EXTRACT_JUNK: &str = "sediment_extract_junk_turns_total";
+/// Secrets masked in turns before extraction.
+pub const EXTRACT_REDACTIONS: &str = "sediment_extract_redactions_total";
+/// Cards extracted, by engine `mode` (`rules`, `llm`).
+pub const EXTRACT_CARDS: &str = "sediment_extract_cards_total";
+/// Conflict decisions by `decision` (`add`, `update`, `merge`, `discard`).
+pub const EXTRACT_DECISIONS: &str = "sediment_extract_decisions_total";
+/// Extraction batches by `result` (`ok`, `empty` (all junk), `failed`, `raced`).
+pub const EXTRACT_BATCHES: &str = "sediment_extract_batches_total";
+/// Failed extractions by `kind` (`unavailable`, `malformed`, `rejected`); the batch is retried.
+pub const EXTRACT_FAILURES: &str = "sediment_extract_failures_total";
+/// Conflict-detection calls that failed (every card of the batch was added).
+pub const EXTRACT_JUDGE_FAILURES: &str = "sediment_extract_judge_failures_total";
+/// Duration of an extraction stage in seconds by `stage` (`extract`, `dedup`, `commit`).
+pub const EXTRACT_STAGE_LATENCY: &str = "sediment_extract_stage_duration_seconds";
+/// Memory index operations applied from the outbox, by `op` (`upsert`, `delete`).
+pub const MEMORIES_INDEXED: &str = "sediment_memories_indexed_total";
+/// Extraction runs skipped because another run held the session's lease.
+pub const EXTRACT_CONTENDED: &str = "sediment_extract_contended_total";
+/// Audit log entries that could not be written (the audited call itself succeeded).
+pub const AUDIT_WRITE_FAILURES: &str = "sediment_audit_write_failures_total";
+/// Turns past the extraction cursor, as of the last sweep.
+pub const EXTRACT_LAG_TURNS: &str = "sediment_extract_lag_turns";
+/// Sessions with turns past the extraction cursor, as of the last sweep.
+pub const EXTRACT_LAG_SESSIONS: &str = "sediment_extract_lag_sessions";
+/// Turns cut by L1 (head + tail) in context answers.
+pub const CONTEXT_TRUNCATIONS: &str = "sediment_context_truncations_total";
+/// Context answers in which a stored summary stood in for older turns (L2).
+pub const CONTEXT_SUMMARY_REUSE: &str = "sediment_context_summary_reuse_total";
+/// Session compactions (L3) by `result`: `queued`, then `success`, `failed` or `lease_lost`.
+pub const COMPACTIONS: &str = "sediment_compactions_total";
 
 /// Registers help texts with the installed recorder. Call once after installing it.
 pub fn describe() {
@@ -52,6 +104,9 @@ pub fn describe() {
         "events published to the bus by routing key and result"
     );
     describe_counter!(EVENTS_CONSUMED, "deliveries consumed by worker and outcome");
+    describe_gauge!(QUEUE_DEPTH, "ready messages in a worker queue, by queue");
+    describe_gauge!(PARKED_MESSAGES, "parked messages waiting for a human, by queue");
+    describe_gauge!(QUEUE_CONSUMERS, "subscriptions consuming a worker queue, by queue");
     describe_counter!(TURNS_INDEXED, "turns written to the search index");
     describe_gauge!(INDEX_LAG_TURNS, "turns stored but not yet indexed");
     describe_gauge!(INDEX_LAG_SESSIONS, "sessions with unindexed turns");
@@ -73,6 +128,35 @@ pub fn describe() {
         Unit::Seconds,
         "embedding provider request latency by provider"
     );
+    describe_counter!(LLM_CALLS, "LLM chat requests by trace and result");
+    describe_histogram!(LLM_LATENCY, Unit::Seconds, "LLM chat request latency by trace");
+    describe_counter!(LLM_TOKENS, "LLM tokens by trace and kind (prompt, completion)");
+    describe_counter!(LLM_REPAIRS, "LLM repair calls by trace and result");
+    describe_counter!(LLM_MALFORMED, "LLM answers that failed validation, by trace");
+    describe_counter!(EXTRACT_INPUT_TURNS, "turns read by L1 extraction batches");
+    describe_counter!(EXTRACT_JUNK, "turns dropped by the junk filter, by reason");
+    describe_counter!(EXTRACT_REDACTIONS, "secrets masked before extraction");
+    describe_counter!(EXTRACT_CARDS, "cards extracted, by engine mode");
+    describe_counter!(EXTRACT_DECISIONS, "conflict decisions by kind");
+    describe_counter!(EXTRACT_BATCHES, "extraction batches by result");
+    describe_counter!(EXTRACT_FAILURES, "failed extractions by kind (the batch is retried)");
+    describe_counter!(EXTRACT_JUDGE_FAILURES, "conflict-detection calls that failed");
+    describe_histogram!(
+        EXTRACT_STAGE_LATENCY,
+        Unit::Seconds,
+        "extraction stage duration by stage"
+    );
+    describe_counter!(MEMORIES_INDEXED, "memory index operations by op");
+    describe_gauge!(EXTRACT_LAG_TURNS, "turns past the extraction cursor");
+    describe_counter!(
+        EXTRACT_CONTENDED,
+        "extraction runs skipped: another run held the session"
+    );
+    describe_counter!(AUDIT_WRITE_FAILURES, "audit log entries that could not be written");
+    describe_gauge!(EXTRACT_LAG_SESSIONS, "sessions with turns past the extraction cursor");
+    describe_counter!(CONTEXT_TRUNCATIONS, "turns cut by L1 truncation in context answers");
+    describe_counter!(CONTEXT_SUMMARY_REUSE, "context answers that reused a session summary");
+    describe_counter!(COMPACTIONS, "session compactions by result");
 }
 
 static PROMETHEUS: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> = std::sync::OnceLock::new();
@@ -87,6 +171,13 @@ pub fn prometheus() -> metrics_exporter_prometheus::PrometheusHandle {
                 .set_buckets(&[
                     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                 ])
+                .expect("static bucket list is not empty")
+                // LLM calls take seconds to minutes: the default buckets would put them all in
+                // the last one.
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(LLM_LATENCY.to_owned()),
+                    &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0],
+                )
                 .expect("static bucket list is not empty")
                 .build_recorder();
             let handle = recorder.handle();

@@ -18,9 +18,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::bus::{Delivery, Event, EventBus, Outcome, WorkerKind};
 use crate::indexer::{Indexer, IndexerError};
+use crate::memory::pipeline::PipelineError;
+use crate::memory::schedule::{Scheduler, Trigger};
 use crate::metrics;
 
 /// A handler failed; `retryable` decides between retry and park.
@@ -67,6 +70,46 @@ impl Handler for IndexHandler {
                 self.0.index_session(session_id).await?;
                 Ok(())
             }
+            // Not routed to the index queue; nothing to index.
+            Event::ExtractDue { .. } | Event::CompactionRequested { .. } => Ok(()),
+        }
+    }
+
+    async fn sweep(&self) -> Result<usize, HandlerError> {
+        Ok(self.0.sweep().await?)
+    }
+}
+
+/// The L1 extraction worker's handler.
+pub struct ExtractHandler(pub Scheduler);
+
+impl From<PipelineError> for HandlerError {
+    fn from(e: PipelineError) -> Self {
+        Self {
+            retryable: e.is_retryable(),
+            source: Box::new(e),
+        }
+    }
+}
+
+#[async_trait]
+impl Handler for ExtractHandler {
+    fn kind(&self) -> WorkerKind {
+        WorkerKind::Extract
+    }
+
+    async fn handle(&self, event: &Event) -> Result<(), HandlerError> {
+        match event {
+            Event::TurnAppended { session_id, .. } => {
+                self.0.poll(session_id, Trigger::NewTurns).await?;
+                Ok(())
+            }
+            Event::ExtractDue { session_id, .. } => {
+                self.0.poll(session_id, Trigger::Check).await?;
+                Ok(())
+            }
+            // Not routed to the extract queue.
+            Event::CompactionRequested { .. } => Ok(()),
         }
     }
 
@@ -163,7 +206,11 @@ pub async fn run_consumer(
                 // One sweep at a time; a slow sweep must not stack up behind itself.
                 if sweeping.as_ref().is_none_or(|h| h.is_finished()) {
                     let handler = Arc::clone(&handler);
+                    let bus = Arc::clone(&bus);
                     sweeping = Some(tokio::spawn(async move {
+                        // Every process that consumes a queue keeps its gauges fresh, whether or
+                        // not an API process is scraped.
+                        crate::ops::sample_queues(&*bus, &[handler.kind()]).await;
                         match handler.sweep().await {
                             Ok(0) => {}
                             Ok(n) => tracing::info!(worker = handler.kind().as_str(), items = n, "sweep processed backlog"),
@@ -236,7 +283,13 @@ async fn process(handler: &dyn Handler, delivery: &Delivery) -> Outcome {
             return Outcome::Reject;
         }
     };
-    match handler.handle(event).await {
+    let span =
+        crate::telemetry::propagate::consume_span(worker, &delivery.message_id, delivery.attempt, &delivery.trace);
+    let result = handler.handle(event).instrument(span.clone()).await;
+    if result.is_err() {
+        span.record("otel.status_code", "ERROR");
+    }
+    match result {
         Ok(()) => Outcome::Ack,
         Err(e) if e.retryable => {
             tracing::warn!(worker, message_id = %delivery.message_id, attempt = delivery.attempt, error = %error_chain(&e), "handler failed; will retry");

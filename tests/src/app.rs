@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Client, RequestBuilder, Response};
 use serde_json::{json, Value};
 use shared::backends::Backends;
-use shared::bus::{BusResult, Event, EventBus, Subscription, WorkerKind};
+use shared::bus::{BusResult, Event, EventBus, QueueStats, Subscription, WorkerKind};
 use shared::config::Settings;
 use shared::domain::Tenant;
 use shared::index::PointKind;
@@ -64,11 +64,17 @@ impl EventBus for LosingBus {
     async fn publish(&self, _event: &Event) -> BusResult<()> {
         Ok(())
     }
+    async fn publish_delayed(&self, _event: &Event, _delay: std::time::Duration) -> BusResult<()> {
+        Ok(())
+    }
     async fn subscribe(&self, kind: WorkerKind, prefetch: u16) -> BusResult<Box<dyn Subscription>> {
         self.0.subscribe(kind, prefetch).await
     }
     async fn depth(&self, kind: WorkerKind) -> BusResult<Option<u64>> {
         self.0.depth(kind).await
+    }
+    async fn stats(&self, kind: WorkerKind) -> BusResult<QueueStats> {
+        self.0.stats(kind).await
     }
     async fn ping(&self) -> BusResult<()> {
         self.0.ping().await
@@ -258,6 +264,54 @@ impl TestApp {
                 return;
             }
             assert!(start.elapsed() < timeout, "index lag still {lag:?} after {timeout:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Lists the tenant's memories (`query` is the query string, e.g. `?status=active`);
+    /// asserts 200 and returns the body.
+    pub async fn memories(&self, tenant: &Tenant, query: &str) -> Value {
+        let response = self
+            .req(reqwest::Method::GET, &format!("/v1/memories{query}"), tenant)
+            .send()
+            .await
+            .expect("send list memories");
+        let status = response.status();
+        let body: Value = response.json().await.expect("json body");
+        assert_eq!(status, 200, "list memories failed: {body}");
+        body
+    }
+
+    /// The contents of the tenant's active memories, newest first.
+    pub async fn memory_contents(&self, tenant: &Tenant) -> Vec<String> {
+        self.memories(tenant, "?status=active&limit=500").await["items"]
+            .as_array()
+            .expect("items array")
+            .iter()
+            .map(|m| m["content"].as_str().expect("content").to_owned())
+            .collect()
+    }
+
+    /// Waits until nothing is left to extract and the memory index has caught up, or panics
+    /// after `timeout`.
+    pub async fn wait_extracted(&self, timeout: Duration) {
+        let start = Instant::now();
+        loop {
+            let lag = self
+                .backends
+                .store
+                .lag(shared::store::memory::EXTRACT_CONSUMER)
+                .await
+                .expect("read lag");
+            let outbox = self.backends.memories.outbox(1).await.expect("read outbox");
+            if lag.turns == 0 && outbox.is_empty() {
+                return;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "extraction lag still {lag:?} (outbox empty: {}) after {timeout:?}",
+                outbox.is_empty()
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

@@ -4,12 +4,18 @@
 //! - `POST /v1/embeddings` answers every input with [`embed_text`]: a hashed bag of words (and
 //!   of character bigrams for CJK text), so texts sharing words are close and semantic-search
 //!   tests mean something.
-//! - `POST /v1/chat/completions` answers with the replies queued by [`FakeOpenAi::push_reply`],
-//!   and with a 500 when there are none.
+//! - `POST /v1/chat/completions` answers with the content its responder returns for the request
+//!   ([`FakeOpenAi::set_chat_responder`]: a function of the request body, so that a test can
+//!   answer by what was asked, e.g. by trace header or prompt text); when there is no responder
+//!   or it returns `None`, with the next reply queued by [`FakeOpenAi::push_reply`]; and with a
+//!   500 when there is neither. Every answer carries a `usage` block that counts the words of
+//!   the prompt and of the reply the way [`embed_text`] tokenizes them.
 //!
 //! Each endpoint has a queue of [`Fault`]s, consumed one per request before the default
 //! behaviour, and records what it received. [`FakeOpenAi::set_down`] turns every answer into a
 //! 503; [`FakeOpenAi::stop`] closes the listener so that clients get connect errors.
+//! [`FakeOpenAi::set_latency`] makes every answer take a fixed time, as a real model does (for
+//! benchmarks), and [`FakeOpenAi::chat_usage`] sums the `usage` of every chat answer.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -76,6 +82,31 @@ pub struct Recorded {
     pub body: Value,
     /// The `Authorization` header, if any.
     pub authorization: Option<String>,
+    /// Every header of the request.
+    pub headers: HeaderMap,
+}
+
+impl Recorded {
+    /// The value of header `name` (case-insensitive), if present and valid text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Decides a chat reply from the request body: `Some(content)` answers with it, `None` leaves
+/// the request to the queued replies.
+pub type ChatResponder = Arc<dyn Fn(&Value) -> Option<String> + Send + Sync>;
+
+/// The `content` of the last message with `role` in a chat request body.
+pub fn chat_message(body: &Value, role: &str) -> Option<String> {
+    body.get("messages")?
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some(role))?
+        .get("content")?
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// The script and the records of one endpoint.
@@ -127,7 +158,11 @@ impl Endpoint {
             .get(header::AUTHORIZATION)
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
         let body = serde_json::from_slice(body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into()));
-        lock(&self.requests).push(Recorded { body, authorization });
+        lock(&self.requests).push(Recorded {
+            body,
+            authorization,
+            headers: headers.clone(),
+        });
     }
 
     fn next_fault(&self) -> Option<Fault> {
@@ -140,9 +175,23 @@ struct Shared {
     embeddings: Endpoint,
     chat: Endpoint,
     replies: Mutex<VecDeque<String>>,
+    responder: Mutex<Option<ChatResponder>>,
     down: AtomicBool,
     shuffle: AtomicBool,
     served: AtomicU64,
+    latency_micros: AtomicU64,
+    completions: AtomicU64,
+    prompt_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+}
+
+/// The sum of the `usage` blocks of the chat answers sent so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChatUsage {
+    /// Answers with a completion (faults and errors are not counted).
+    pub completions: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
 }
 
 /// A running fake server; dropping it stops it.
@@ -161,9 +210,14 @@ impl FakeOpenAi {
             embeddings: Endpoint::default(),
             chat: Endpoint::default(),
             replies: Mutex::default(),
+            responder: Mutex::default(),
             down: AtomicBool::new(false),
             shuffle: AtomicBool::new(false),
             served: AtomicU64::new(0),
+            latency_micros: AtomicU64::new(0),
+            completions: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            completion_tokens: AtomicU64::new(0),
         });
         let router = Router::new()
             .route("/v1/embeddings", post(embeddings))
@@ -210,9 +264,43 @@ impl FakeOpenAi {
         lock(&self.shared.replies).push_back(content.into());
     }
 
+    /// Chat replies not yet consumed.
+    pub fn pending_replies(&self) -> usize {
+        lock(&self.shared.replies).len()
+    }
+
+    /// Answers every chat request for which `responder` returns `Some(content)` with that
+    /// content (after any queued fault, before the queued replies), replacing an earlier
+    /// responder. It sees the request body, e.g. `body["messages"]`; see [`chat_message`].
+    pub fn set_chat_responder(&self, responder: impl Fn(&Value) -> Option<String> + Send + Sync + 'static) {
+        *lock(&self.shared.responder) = Some(Arc::new(responder));
+    }
+
+    /// Removes the responder: only queued replies answer again.
+    pub fn clear_chat_responder(&self) {
+        *lock(&self.shared.responder) = None;
+    }
+
     /// While `down`, every request is answered 503 and no fault or reply is consumed.
     pub fn set_down(&self, down: bool) {
         self.shared.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Makes every answer of either endpoint (faults and errors included) wait `latency` after
+    /// the request arrived; requests wait side by side, like calls to a real model do.
+    pub fn set_latency(&self, latency: Duration) {
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.shared.latency_micros.store(micros, Ordering::SeqCst);
+    }
+
+    /// The `usage` the chat endpoint reported so far, summed. The counts are the fake's own
+    /// (words, and CJK bigrams), not a real tokenizer's.
+    pub fn chat_usage(&self) -> ChatUsage {
+        ChatUsage {
+            completions: self.shared.completions.load(Ordering::SeqCst),
+            prompt_tokens: self.shared.prompt_tokens.load(Ordering::SeqCst),
+            completion_tokens: self.shared.completion_tokens.load(Ordering::SeqCst),
+        }
     }
 
     /// While on, the items of each embeddings `data` list come in a shuffled order (their
@@ -352,6 +440,10 @@ enum Next {
 
 async fn preamble(shared: &Shared, endpoint: &Endpoint, headers: &HeaderMap, body: &Bytes) -> Next {
     endpoint.record(headers, body);
+    let latency = shared.latency_micros.load(Ordering::SeqCst);
+    if latency > 0 {
+        tokio::time::sleep(Duration::from_micros(latency)).await;
+    }
     if shared.down.load(Ordering::SeqCst) {
         // Faults stay queued for when the server is back up.
         return Next::Answer(json_response(
@@ -452,16 +544,35 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, headers: HeaderMap,
     if let Next::Answer(response) = preamble(&shared, &shared.chat, &headers, &body).await {
         return response;
     }
-    let Some(content) = lock(&shared.replies).pop_front() else {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    // Cloned out of the lock: a responder may take its time, or call back into the fake.
+    let responder = lock(&shared.responder).clone();
+    let answer = responder.and_then(|respond| respond(&request));
+    let Some(content) = answer.or_else(|| lock(&shared.replies).pop_front()) else {
         return json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             &error_body("fake: no scripted chat reply left", "server_error"),
         );
     };
-    let model = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_owned))
-        .unwrap_or_default();
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let prompt_tokens: usize = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.get("content").and_then(Value::as_str))
+        .map(|text| tokens(text).len())
+        .sum();
+    let completion_tokens = tokens(&content).len();
+    shared.prompt_tokens.fetch_add(prompt_tokens as u64, Ordering::SeqCst);
+    shared
+        .completion_tokens
+        .fetch_add(completion_tokens as u64, Ordering::SeqCst);
+    shared.completions.fetch_add(1, Ordering::SeqCst);
     let id = shared.served.fetch_add(1, Ordering::SeqCst);
     json_response(
         StatusCode::OK,
@@ -475,7 +586,11 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, headers: HeaderMap,
                 "message": {"role": "assistant", "content": content},
                 "finish_reason": "stop",
             }],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }),
     )
 }

@@ -4,6 +4,9 @@
 
 pub mod amqp;
 pub mod app;
+pub mod browser;
 pub mod fake_openai;
+pub mod mixed_session;
+pub mod otel_collector;
 pub mod pg;
 pub mod quality;

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::extract::State;
@@ -13,12 +12,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 use shared::backends::Backends;
+use shared::ops::WEDGED_AFTER;
 use shared::runtime::Heartbeat;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-/// A consumer loop that has not turned for this long is wedged.
-const WEDGED_AFTER: Duration = Duration::from_secs(30);
 
 #[derive(Clone)]
 pub struct HealthState {

@@ -5,6 +5,7 @@
 //! isolation, drain on shutdown) lives in `shared::runtime`, because the embedded deployment
 //! runs the very same loop inside the API process.
 
+mod compact;
 mod health;
 
 use std::sync::Arc;
@@ -13,9 +14,10 @@ use anyhow::Context as _;
 use shared::backends::Backends;
 use shared::config::{IndexBackend, Settings};
 use shared::indexer::Indexer;
-use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat, IndexHandler};
+use shared::runtime::{run_consumer, ConsumerSettings, ExtractHandler, Heartbeat, IndexHandler};
 use tokio_util::sync::CancellationToken;
 
+pub use compact::run_compact_worker;
 pub use health::{health_router, HealthState};
 
 /// Runs the L0 index worker until `shutdown`: consumes `turn.appended` and indexes turns.
@@ -58,6 +60,53 @@ pub async fn run_index_worker(settings: Settings, shutdown: CancellationToken) -
     )
     .await;
     // The consumer returns early only if it could not subscribe; take the process down then.
+    shutdown.cancel();
+    health.await.context("join the health server")??;
+    consumer
+}
+
+/// Runs the L1 extraction worker until `shutdown`: consumes `turn.appended` and `extract.due`,
+/// extracts memories on the session's schedule, and flushes what is pending on the way out.
+pub async fn run_extract_worker(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    if let IndexBackend::Edge { .. } = settings.index {
+        anyhow::bail!(
+            "the extract worker needs a shared index for deduplication: set SEDIMENT_QDRANT_URL (with the embedded Qdrant Edge index, the API process runs the extract worker itself)"
+        );
+    }
+    if !settings.extract.enabled {
+        anyhow::bail!("L1 extraction is off (SEDIMENT_EXTRACT=false): this worker has nothing to do");
+    }
+    let backends = Backends::connect(&settings).await?;
+    let heartbeat = Arc::new(Heartbeat::default());
+    let health = health::serve(
+        settings.worker.health_listen,
+        HealthState {
+            backends: backends.clone(),
+            heartbeat: heartbeat.clone(),
+            metrics: shared::metrics::prometheus(),
+        },
+        shutdown.clone(),
+    )
+    .await
+    .context("start the health server")?;
+
+    let scheduler = backends.extract_scheduler(&settings)?;
+    let consumer = run_consumer(
+        backends.bus.clone(),
+        Arc::new(ExtractHandler(scheduler.clone())),
+        ConsumerSettings {
+            prefetch: settings.worker.prefetch,
+            sweep_interval: settings.worker.sweep_interval,
+            shutdown_deadline: settings.shutdown_deadline,
+        },
+        heartbeat,
+        shutdown.clone(),
+    )
+    .await;
+    if consumer.is_ok() {
+        // Graceful shutdown: what is pending now would otherwise wait for the next start.
+        scheduler.flush_all(settings.shutdown_deadline).await;
+    }
     shutdown.cancel();
     health.await.context("join the health server")??;
     consumer

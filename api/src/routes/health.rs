@@ -1,11 +1,12 @@
 //! Probes and metrics: `/healthz` (the process serves), `/readyz` (every backend answers),
-//! `/metrics` (Prometheus text).
+//! `/metrics` (Prometheus text, with the queue gauges sampled on each scrape).
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use serde_json::json;
+use shared::bus::WorkerKind;
 use shared::runtime::error_chain;
 
 use crate::state::AppState;
@@ -40,6 +41,9 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    // Queue gauges are read at scrape time, so every scrape of any API replica sees every
+    // queue as it is now (bounded by the sampler's timeout).
+    shared::ops::sample_queues(&*state.backends.bus, WorkerKind::ALL).await;
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

@@ -1,6 +1,11 @@
 //! Router assembly: routes, body limit, tracing spans, request ids and HTTP metrics.
 
+pub(crate) mod audit;
+pub(crate) mod context;
 mod health;
+pub(crate) mod memories;
+pub(crate) mod ops;
+pub(crate) mod prompts;
 pub(crate) mod recall;
 pub(crate) mod search;
 pub(crate) mod sessions;
@@ -13,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use shared::metrics;
+use shared::telemetry::propagate::{TraceContext, TRACEPARENT, TRACESTATE};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
@@ -30,11 +36,26 @@ pub fn router(state: AppState) -> Router {
             post(sessions::append).get(sessions::list),
         )
         .route("/v1/sessions/{session_id}/reset", post(sessions::reset))
+        .route("/v1/sessions/{session_id}/context", get(context::context))
+        .route("/v1/sessions/{session_id}/compact", post(context::compact))
+        .route("/v1/sessions/{session_id}/compaction", get(context::compaction))
         .route("/v1/conversations/search", post(search::search))
         .route("/v1/recall", post(recall::recall))
+        .route("/v1/audit", get(audit::list))
+        .route("/v1/memories", get(memories::list))
+        .route(
+            "/v1/memories/{memory_id}",
+            get(memories::get).patch(memories::patch).delete(memories::delete),
+        )
+        .route("/v1/prompts", get(prompts::list))
+        .route(
+            "/v1/prompts/{template_id}",
+            get(prompts::get).put(prompts::put).delete(prompts::delete),
+        )
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
+        .merge(ops::routes())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn(record_metrics))
@@ -49,7 +70,18 @@ pub fn router(state: AppState) -> Router {
                 .get(REQUEST_ID_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            tracing::info_span!("request", method = %req.method(), route, request_id = id)
+            let span = tracing::info_span!(
+                "request",
+                method = %req.method(),
+                route,
+                request_id = id,
+                otel.name = %format_args!("{} {route}", req.method()),
+                otel.kind = "server",
+            );
+            // An agent that traces its own work continues its trace into ours.
+            let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+            TraceContext::from_headers(header(TRACEPARENT), header(TRACESTATE)).set_parent_of(&span);
+            span
         }))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))

@@ -92,5 +92,25 @@ pub async fn recall(
         timeout: Duration::from_millis(timeout_ms),
         recency: body.recency.unwrap_or(defaults.recency),
     };
-    Ok(Json(state.recall.recall(&tenant, &request).await))
+    let started = std::time::Instant::now();
+    let response = state.recall.recall(&tenant, &request).await;
+    // What was handed to the agent, by id: the audit log keeps no content.
+    super::audit::record_later(
+        &state,
+        super::audit::Audited {
+            actor: headers.actor(&tenant),
+            tenant,
+            action: "recall",
+            target: request.session.as_ref().map(|s| s.as_str().to_owned()),
+            outcome: response.errors.first().map_or("ok", |e| e.code).to_owned(),
+            started,
+            detail: serde_json::json!({
+                "strategy": response.strategy,
+                "items": response.dynamic.iter().map(|i| serde_json::json!({"id": i.id, "kind": i.kind})).collect::<Vec<_>>(),
+                "truncated": response.truncated,
+                "errors": response.errors.iter().map(|e| e.code).collect::<Vec<_>>(),
+            }),
+        },
+    );
+    Ok(Json(response))
 }

@@ -49,9 +49,13 @@ use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer, ErrorKind, ExchangeKind,
 };
 
+use tracing::Instrument as _;
+
+use crate::telemetry::propagate::{publish_span, TraceContext, TRACEPARENT, TRACESTATE};
+
 use super::{
-    retry_backoff, BusError, BusResult, Delivery, DeliveryToken, Event, EventBus, Outcome, Subscription, WorkerKind,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY,
+    retry_backoff, BusError, BusResult, Delivery, DeliveryToken, Event, EventBus, Outcome, QueueStats, Subscription,
+    WorkerKind, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY,
 };
 
 /// Header holding the delivery attempt (1-based) of a message.
@@ -64,6 +68,8 @@ const PARKED_REJECTED: &str = "rejected";
 const PARKED_EXHAUSTED: &str = "max attempts reached";
 const CONTENT_TYPE_JSON: &str = "application/json";
 const APP_ID: &str = "sediment";
+/// `messaging.system` of this bus's spans.
+const SYSTEM: &str = "rabbitmq";
 /// `delivery_mode` 2: the broker writes the message to disk in a durable queue.
 const DELIVERY_MODE_PERSISTENT: u8 = 2;
 /// How long opening a connection (TCP, TLS, AMQP handshake) may take.
@@ -203,8 +209,11 @@ impl EventBus for AmqpBus {
     async fn publish(&self, event: &Event) -> BusResult<()> {
         let body = serde_json::to_vec(event).map_err(|e| BusError::Backend(Box::new(e)))?;
         let message_id = uuid::Uuid::new_v4().to_string();
+        let span = publish_span(event.routing_key(), SYSTEM);
+        span.record("messaging.message.id", message_id.as_str());
         let mut headers = FieldTable::default();
         headers.insert(HEADER_ATTEMPT.into(), attempt_value(1));
+        insert_trace(&mut headers, &TraceContext::of(&span));
         let properties = message_properties(&message_id, headers)
             .with_content_type(CONTENT_TYPE_JSON.into())
             .with_app_id(APP_ID.into())
@@ -213,8 +222,31 @@ impl EventBus for AmqpBus {
         // Not mandatory: an event no worker kind listens to is simply dropped.
         self.shared
             .publish(&exchange, event.routing_key(), &body, properties, false)
+            .instrument(span)
             .await?;
         tracing::debug!(routing_key = event.routing_key(), %message_id, "published event");
+        Ok(())
+    }
+
+    async fn publish_delayed(&self, event: &Event, delay: Duration) -> BusResult<()> {
+        let body = serde_json::to_vec(event).map_err(|e| BusError::Backend(Box::new(e)))?;
+        let message_id = uuid::Uuid::new_v4().to_string();
+        let span = publish_span(event.routing_key(), SYSTEM);
+        span.record("messaging.message.id", message_id.as_str());
+        let mut headers = FieldTable::default();
+        headers.insert(HEADER_ATTEMPT.into(), attempt_value(1));
+        insert_trace(&mut headers, &TraceContext::of(&span));
+        let properties = message_properties(&message_id, headers)
+            .with_content_type(CONTENT_TYPE_JSON.into())
+            .with_app_id(APP_ID.into())
+            .with_timestamp(unix_now());
+        let sent = async {
+            let queue = self.shared.delay_queue(event.routing_key(), delay).await?;
+            // Mandatory: the delay queue was just declared, so a message no queue takes is a bug.
+            self.shared.publish("", &queue, &body, properties, true).await
+        };
+        sent.instrument(span).await?;
+        tracing::debug!(routing_key = event.routing_key(), %message_id, delay_ms = delay.as_millis() as u64, "published delayed event");
         Ok(())
     }
 
@@ -258,6 +290,17 @@ impl EventBus for AmqpBus {
     async fn depth(&self, kind: WorkerKind) -> BusResult<Option<u64>> {
         let count = self.shared.message_count(self.shared.settings.work_queue(kind)).await?;
         Ok(Some(count))
+    }
+
+    async fn stats(&self, kind: WorkerKind) -> BusResult<QueueStats> {
+        let settings = &self.shared.settings;
+        let queues = [settings.work_queue(kind), settings.parked_queue(kind)];
+        let [(ready, consumers), (parked, _)] = self.shared.queue_counts(queues).await?;
+        Ok(QueueStats {
+            ready,
+            parked,
+            consumers,
+        })
     }
 
     /// Opens and closes a channel: a round trip to the broker, reconnecting once if needed.
@@ -362,22 +405,88 @@ impl Shared {
         }
     }
 
-    /// Ready messages in `queue`, by a passive declare on a throwaway channel (a missing queue
-    /// closes the channel it was asked on, so never ask on the publisher's).
+    /// Declares (idempotently, once per connection) the delay queue of `routing_key` and
+    /// `delay`: no consumer, a queue-wide TTL of `delay`, and on expiry the message goes to
+    /// the events exchange with `routing_key`, as if published then. One TTL per queue means
+    /// messages expire in order, never behind a longer delay. Returns the queue's name.
+    async fn delay_queue(&self, routing_key: &str, delay: Duration) -> BusResult<String> {
+        let millis = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX).max(1);
+        let name = format!("{}.delay.{routing_key}.{millis}", self.settings.prefix);
+        let link = self.current();
+        if link
+            .delay_queues
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&name)
+        {
+            return Ok(name);
+        }
+        let events = self.settings.events_exchange();
+        let expires = self.settings.queue_expires;
+        self.with_link("declare a delay queue", |link| {
+            let (name, events, routing_key) = (name.clone(), events.clone(), routing_key.to_owned());
+            async move {
+                let mut arguments = FieldTable::default();
+                arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(millis));
+                arguments.insert("x-dead-letter-exchange".into(), long_string(&events));
+                arguments.insert("x-dead-letter-routing-key".into(), long_string(&routing_key));
+                if let Some(expires) = expires {
+                    // Tests only (see `AmqpSettings::queue_expires`); must outlive the TTL.
+                    let expires = i64::try_from(expires.as_millis()).unwrap_or(i64::MAX).max(millis * 2);
+                    arguments.insert("x-expires".into(), AMQPValue::LongLongInt(expires));
+                }
+                let options = QueueDeclareOptions {
+                    passive: false,
+                    durable: true,
+                    exclusive: false,
+                    auto_delete: false,
+                    nowait: false,
+                };
+                // A throwaway channel: a declare that conflicts closes its channel.
+                let channel = link.connection.create_channel().await?;
+                channel.queue_declare(name.as_str().into(), options, arguments).await?;
+                let _ = channel.close(REPLY_SUCCESS, "OK".into()).await;
+                link.delay_queues
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(name);
+                Ok(())
+            }
+        })
+        .await?;
+        Ok(name)
+    }
+
+    /// Ready messages in `queue`.
     async fn message_count(&self, queue: String) -> BusResult<u64> {
+        let [(messages, _)] = self.queue_counts([queue]).await?;
+        Ok(messages)
+    }
+
+    /// Ready messages and consumers of each queue, by passive declares on one throwaway
+    /// channel (a missing queue closes the channel it was asked on, so never ask on the
+    /// publisher's).
+    async fn queue_counts<const N: usize>(&self, queues: [String; N]) -> BusResult<[(u64, u64); N]> {
         self.with_link("inspect a queue", |link| {
-            let queue = queue.clone();
+            let queues = queues.clone();
             async move {
                 let channel = link.connection.create_channel().await?;
                 let options = QueueDeclareOptions {
                     passive: true,
                     ..QueueDeclareOptions::default()
                 };
-                let declared = channel
-                    .queue_declare(queue.into(), options, FieldTable::default())
-                    .await?;
+                let mut counts = [(0, 0); N];
+                for (queue, count) in queues.into_iter().zip(counts.iter_mut()) {
+                    let declared = channel
+                        .queue_declare(queue.into(), options, FieldTable::default())
+                        .await?;
+                    *count = (
+                        u64::from(declared.message_count()),
+                        u64::from(declared.consumer_count()),
+                    );
+                }
                 let _ = channel.close(REPLY_SUCCESS, "OK".into()).await;
-                Ok(u64::from(declared.message_count()))
+                Ok(counts)
             }
         })
         .await
@@ -388,6 +497,8 @@ impl Shared {
 struct Link {
     connection: Connection,
     publisher: Channel,
+    /// Delay queues declared on this connection (see `Shared::delay_queue`).
+    delay_queues: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Link {
@@ -412,7 +523,11 @@ impl Link {
             .confirm_select(ConfirmSelectOptions { nowait: false })
             .await
             .map_err(|e| classify("enable publisher confirms", e))?;
-        Ok(Link { connection, publisher })
+        Ok(Link {
+            connection,
+            publisher,
+            delay_queues: Mutex::default(),
+        })
     }
 
     fn is_open(&self) -> bool {
@@ -574,10 +689,16 @@ impl AmqpSubscription {
             // and parked copies can be traced.
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let attempt = header_u32(raw.properties.headers(), HEADER_ATTEMPT).unwrap_or(1).max(1);
+        let headers = raw.properties.headers();
+        let trace = TraceContext::from_headers(
+            header_str(headers, TRACEPARENT).as_deref(),
+            header_str(headers, TRACESTATE).as_deref(),
+        );
         Delivery {
             event: serde_json::from_slice::<Event>(&raw.data).map_err(|e| e.to_string()),
             message_id,
             attempt,
+            trace,
             token: DeliveryToken::Amqp(AmqpToken {
                 subscription: self.id,
                 delivery: Box::new(raw),
@@ -744,6 +865,26 @@ fn header_u32(headers: &Option<FieldTable>, key: &str) -> Option<u32> {
         .or_else(|| value.as_short_short_int().map(i64::from))
         .or_else(|| value.as_short_short_uint().map(i64::from))?;
     u32::try_from(number).ok()
+}
+
+/// Adds the W3C trace context headers, if there is a context. Retry and parked copies keep
+/// them, as they keep every header but the broker's (see [`copy_properties`]).
+fn insert_trace(headers: &mut FieldTable, trace: &TraceContext) {
+    if let Some(traceparent) = &trace.traceparent {
+        headers.insert(TRACEPARENT.into(), long_string(traceparent));
+    }
+    if let Some(tracestate) = &trace.tracestate {
+        headers.insert(TRACESTATE.into(), long_string(tracestate));
+    }
+}
+
+/// Reads a text header, as a long string (what sediment and most clients write) or a short one.
+fn header_str(headers: &Option<FieldTable>, key: &str) -> Option<String> {
+    let value = headers.as_ref()?.inner().get(key)?;
+    if let Some(text) = value.as_long_string() {
+        return std::str::from_utf8(text.as_bytes()).ok().map(str::to_owned);
+    }
+    value.as_short_string().map(|text| text.as_str().to_owned())
 }
 
 fn long_string(value: &str) -> AMQPValue {

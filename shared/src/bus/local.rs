@@ -18,13 +18,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+use crate::telemetry::propagate::{publish_span, TraceContext};
+
 use super::{
-    retry_backoff, BusError, BusResult, Delivery, DeliveryToken, Event, EventBus, Outcome, Subscription, WorkerKind,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY,
+    retry_backoff, BusError, BusResult, Delivery, DeliveryToken, Event, EventBus, Outcome, QueueStats, Subscription,
+    WorkerKind, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY,
 };
 
 const PARKED_REJECTED: &str = "rejected";
 const PARKED_EXHAUSTED: &str = "max attempts reached";
+/// `messaging.system` of this bus's spans.
+const SYSTEM: &str = "sediment.local";
 
 /// The embedded [`EventBus`]: in-process queues with the same retry and parking rules as
 /// RabbitMQ. Cheap to clone; clones share the queues.
@@ -57,6 +61,26 @@ impl LocalBus {
         Ok(parked.len() as u64)
     }
 
+    /// Enqueues a copy of `event` for every kind bound to its routing key.
+    fn route(&self, event: &Event, message_id: &str, trace: &TraceContext) {
+        let routing_key = event.routing_key();
+        for queue in self.queues.values() {
+            if queue
+                .kind
+                .routing_keys()
+                .iter()
+                .any(|pattern| topic_matches(pattern, routing_key))
+            {
+                queue.enqueue(Message {
+                    event: event.clone(),
+                    message_id: message_id.to_owned(),
+                    attempt: 1,
+                    trace: trace.clone(),
+                });
+            }
+        }
+    }
+
     fn queue(&self, kind: WorkerKind) -> BusResult<&Arc<KindQueue>> {
         self.queues
             .get(&kind)
@@ -84,28 +108,35 @@ impl EventBus for LocalBus {
     /// Enqueues a copy for every kind bound to the event's routing key; never blocks. An event
     /// no kind listens to is dropped, as the topic exchange would drop it.
     async fn publish(&self, event: &Event) -> BusResult<()> {
-        let routing_key = event.routing_key();
         let message_id = uuid::Uuid::new_v4().to_string();
-        for queue in self.queues.values() {
-            if queue
-                .kind
-                .routing_keys()
-                .iter()
-                .any(|pattern| topic_matches(pattern, routing_key))
-            {
-                queue.enqueue(Message {
-                    event: event.clone(),
-                    message_id: message_id.clone(),
-                    attempt: 1,
-                });
-            }
-        }
+        let span = publish_span(event.routing_key(), SYSTEM);
+        span.record("messaging.message.id", message_id.as_str());
+        self.route(event, &message_id, &TraceContext::of(&span));
+        Ok(())
+    }
+
+    async fn publish_delayed(&self, event: &Event, delay: Duration) -> BusResult<()> {
+        let bus = self.clone();
+        let event = event.clone();
+        let message_id = uuid::Uuid::new_v4().to_string();
+        // The send happens now, as on RabbitMQ; the wait is the message's.
+        let span = publish_span(event.routing_key(), SYSTEM);
+        span.record("messaging.message.id", message_id.as_str());
+        let trace = TraceContext::of(&span);
+        drop(span);
+        // Lost if the process stops first, like every in-memory message: the sweep covers it.
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            bus.route(&event, &message_id, &trace);
+        });
         Ok(())
     }
 
     async fn subscribe(&self, kind: WorkerKind, prefetch: u16) -> BusResult<Box<dyn Subscription>> {
+        let queue = Arc::clone(self.queue(kind)?);
+        queue.consumers.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(LocalSubscription {
-            queue: Arc::clone(self.queue(kind)?),
+            queue,
             window: Arc::new(Semaphore::new(usize::from(prefetch.max(1)))),
             cancelled: false,
             max_attempts: self.max_attempts,
@@ -115,6 +146,15 @@ impl EventBus for LocalBus {
 
     async fn depth(&self, kind: WorkerKind) -> BusResult<Option<u64>> {
         Ok(Some(self.queue(kind)?.ready.load(Ordering::SeqCst)))
+    }
+
+    async fn stats(&self, kind: WorkerKind) -> BusResult<QueueStats> {
+        let queue = self.queue(kind)?;
+        Ok(QueueStats {
+            ready: queue.ready.load(Ordering::SeqCst),
+            parked: self.parked_count(kind).await?,
+            consumers: queue.consumers.load(Ordering::SeqCst),
+        })
     }
 
     async fn ping(&self) -> BusResult<()> {
@@ -127,15 +167,18 @@ struct Message {
     event: Event,
     message_id: String,
     attempt: u32,
+    trace: TraceContext,
 }
 
 /// The queue of one worker kind. The receiver sits behind an async mutex so that several
-/// subscriptions can compete for it; `ready` counts messages sent and not yet received.
+/// subscriptions can compete for it; `ready` counts messages sent and not yet received, and
+/// `consumers` the subscriptions neither cancelled nor dropped.
 struct KindQueue {
     kind: WorkerKind,
     tx: mpsc::UnboundedSender<Message>,
     rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>,
     ready: AtomicU64,
+    consumers: AtomicU64,
     parked: Mutex<Vec<Message>>,
 }
 
@@ -147,6 +190,7 @@ impl KindQueue {
             tx,
             rx: tokio::sync::Mutex::new(rx),
             ready: AtomicU64::new(0),
+            consumers: AtomicU64::new(0),
             parked: Mutex::default(),
         }
     }
@@ -221,6 +265,7 @@ impl Subscription for LocalSubscription {
             event: Ok(message.event.clone()),
             message_id: message.message_id.clone(),
             attempt: message.attempt,
+            trace: message.trace.clone(),
             token: DeliveryToken::Local(LocalToken {
                 queue: Arc::clone(&self.queue),
                 message: Some(message),
@@ -260,8 +305,18 @@ impl Subscription for LocalSubscription {
     }
 
     async fn cancel(&mut self) -> BusResult<()> {
-        self.cancelled = true;
+        if !std::mem::replace(&mut self.cancelled, true) {
+            self.queue.consumers.fetch_sub(1, Ordering::SeqCst);
+        }
         Ok(())
+    }
+}
+
+impl Drop for LocalSubscription {
+    fn drop(&mut self) {
+        if !self.cancelled {
+            self.queue.consumers.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

@@ -7,8 +7,8 @@
 //!
 //! Failure handling is the same on both: a consumer settles each delivery with an [`Outcome`];
 //! `Retry` comes back after an exponential backoff with `attempt + 1`, and a message that used
-//! its last attempt or was rejected is parked (kept aside, never redelivered, counted by the
-//! backends' `parked_count`) for a human to inspect.
+//! its last attempt or was rejected is parked (kept aside, never redelivered, counted by
+//! [`EventBus::stats`]) for a human to inspect.
 
 mod amqp;
 mod local;
@@ -63,21 +63,31 @@ pub(crate) fn retry_backoff(base: Duration, attempt: u32) -> Duration {
 
 /// Routing key of [`Event::TurnAppended`].
 pub const TURN_APPENDED: &str = "turn.appended";
+/// Routing key of [`Event::ExtractDue`].
+pub const EXTRACT_DUE: &str = "extract.due";
+/// Routing key of [`Event::CompactionRequested`].
+pub const COMPACTION_REQUESTED: &str = "compaction.requested";
 
 /// A worker kind; each has one durable queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WorkerKind {
     /// Indexes L0 turns for conversation search.
     Index,
+    /// Extracts L1 memories from L0 turns (with dedup).
+    Extract,
+    /// Compacts long session context into a summary.
+    Compact,
 }
 
 impl WorkerKind {
     /// Every kind; a backend creates one queue for each.
-    pub const ALL: &'static [WorkerKind] = &[Self::Index];
+    pub const ALL: &'static [WorkerKind] = &[Self::Index, Self::Extract, Self::Compact];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Index => "index",
+            Self::Extract => "extract",
+            Self::Compact => "compact",
         }
     }
 
@@ -85,6 +95,8 @@ impl WorkerKind {
     pub fn routing_keys(self) -> &'static [&'static str] {
         match self {
             Self::Index => &[TURN_APPENDED],
+            Self::Extract => &[TURN_APPENDED, EXTRACT_DUE],
+            Self::Compact => &[COMPACTION_REQUESTED],
         }
     }
 }
@@ -101,14 +113,35 @@ pub enum Event {
         session_id: String,
         last_seq: i64,
     },
+    /// A session's extraction timer (idle flush) may be due; the database holds the due-time.
+    #[serde(rename = "extract.due.v1")]
+    ExtractDue { tenant: Tenant, session_id: String },
+    /// A session's context crossed the compaction threshold, or a user forced a compaction;
+    /// the database holds the job.
+    #[serde(rename = "compaction.requested.v1")]
+    CompactionRequested { tenant: Tenant, session_id: String },
 }
 
 impl Event {
     pub fn routing_key(&self) -> &'static str {
         match self {
             Self::TurnAppended { .. } => TURN_APPENDED,
+            Self::ExtractDue { .. } => EXTRACT_DUE,
+            Self::CompactionRequested { .. } => COMPACTION_REQUESTED,
         }
     }
+}
+
+/// What the queue of one worker kind holds, and who reads it, at one moment: for metrics and
+/// the ops page, stale as soon as it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct QueueStats {
+    /// Messages waiting to be delivered, as [`EventBus::depth`] counts them.
+    pub ready: u64,
+    /// Messages parked (rejected, or out of attempts) and not yet removed by a human.
+    pub parked: u64,
+    /// Open subscriptions to the queue, from every process that shares the broker.
+    pub consumers: u64,
 }
 
 /// How a consumer finished with a delivery.
@@ -130,6 +163,8 @@ pub struct Delivery {
     pub event: Result<Event, String>,
     pub message_id: String,
     pub attempt: u32,
+    /// The publisher's trace context, kept across retries; empty when it had none.
+    pub trace: crate::telemetry::propagate::TraceContext,
     pub(crate) token: DeliveryToken,
 }
 
@@ -169,6 +204,13 @@ pub trait EventBus: Send + Sync + 'static {
     /// durable when this returns; an event published before anyone subscribes is kept.
     async fn publish(&self, event: &Event) -> BusResult<()>;
 
+    /// Publishes `event` so that it is routed only after `delay` (a timer's wake-up). Returns
+    /// once the delayed copy is durable (RabbitMQ: in a delay queue whose messages all share
+    /// one TTL, so none waits behind a longer one); the in-process bus keeps it in memory.
+    /// Timers are hints like every event: the due-time lives in the database and the sweep
+    /// finds a wake-up that was lost.
+    async fn publish_delayed(&self, event: &Event, delay: Duration) -> BusResult<()>;
+
     /// Starts consuming the queue of `kind` with at most `prefetch` unsettled deliveries
     /// (`prefetch` 0 is taken as 1). Several subscriptions to one kind compete for its
     /// messages: each message goes to one of them.
@@ -177,6 +219,12 @@ pub trait EventBus: Send + Sync + 'static {
     /// Number of messages waiting in the queue of `kind` (ready, not in flight), if known.
     /// Messages waiting out a retry backoff and parked messages are not counted.
     async fn depth(&self, kind: WorkerKind) -> BusResult<Option<u64>>;
+
+    /// Counts the ready and parked messages and the consumers of the queue of `kind`. Ready is
+    /// what [`depth`](Self::depth) returns; a delivery in flight or waiting out its retry
+    /// backoff is in none of the counts. A cancelled or dropped subscription stops counting as
+    /// a consumer (on RabbitMQ once the broker has processed the cancel or the closed channel).
+    async fn stats(&self, kind: WorkerKind) -> BusResult<QueueStats>;
 
     /// Checks that the broker answers.
     async fn ping(&self) -> BusResult<()>;

@@ -11,9 +11,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-
-use super::{AmqpBus, BusResult, Delivery, Event, EventBus, LocalBus, Outcome, Subscription, WorkerKind};
+use super::{Delivery, Event, EventBus, Outcome, QueueStats, Subscription, WorkerKind};
 use crate::domain::Tenant;
 
 /// Longest wait for a delivery that should come.
@@ -38,26 +36,6 @@ impl Default for Knobs {
     }
 }
 
-/// Counts parked messages; each backend has its own way, outside the port.
-#[async_trait]
-pub trait ParkedProbe: Send + Sync {
-    async fn parked_count(&self, kind: WorkerKind) -> BusResult<u64>;
-}
-
-#[async_trait]
-impl ParkedProbe for AmqpBus {
-    async fn parked_count(&self, kind: WorkerKind) -> BusResult<u64> {
-        AmqpBus::parked_count(self, kind).await
-    }
-}
-
-#[async_trait]
-impl ParkedProbe for LocalBus {
-    async fn parked_count(&self, kind: WorkerKind) -> BusResult<u64> {
-        LocalBus::parked_count(self, kind).await
-    }
-}
-
 /// A `turn.appended` event distinct from every other one made by this process.
 pub fn sample_event(last_seq: i64) -> Event {
     Event::TurnAppended {
@@ -69,6 +47,50 @@ pub fn sample_event(last_seq: i64) -> Event {
         session_id: format!("session-{}", uuid::Uuid::new_v4().simple()),
         last_seq,
     }
+}
+
+/// A delayed event is routed like any other, but not before its delay; delays of different
+/// lengths do not hold each other up, and only the kinds bound to its key receive it.
+pub async fn delayed_publish_waits_out_its_delay(bus: &dyn EventBus) {
+    let mut extract = subscribe_kind(bus, WorkerKind::Extract, 10).await;
+    let mut index = subscribe_kind(bus, WorkerKind::Index, 10).await;
+    let due = |session: &str| Event::ExtractDue {
+        tenant: Tenant {
+            team: "team-a".into(),
+            agent: "agent-a".into(),
+            user: "user-a".into(),
+        },
+        session_id: session.to_owned(),
+    };
+    let started = Instant::now();
+    let (long, short) = (due("long"), due("short"));
+    bus.publish_delayed(&long, Duration::from_millis(1_500))
+        .await
+        .expect("publish the long delay");
+    bus.publish_delayed(&short, Duration::from_millis(400))
+        .await
+        .expect("publish the short delay");
+    let first = expect_delivery(extract.as_mut(), "the short-delayed event").await;
+    assert_eq!(first.event.as_ref().ok(), Some(&short), "the shorter delay comes first");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400),
+        "a delayed event arrived after {waited:?}, before its 400 ms delay"
+    );
+    assert!(
+        waited < Duration::from_millis(1_400),
+        "the short delay waited behind the long one: {waited:?}"
+    );
+    extract.settle(first, Outcome::Ack).await.expect("ack");
+    let second = expect_delivery(extract.as_mut(), "the long-delayed event").await;
+    assert_eq!(second.event.as_ref().ok(), Some(&long));
+    assert!(started.elapsed() >= Duration::from_millis(1_500));
+    extract.settle(second, Outcome::Ack).await.expect("ack");
+    expect_nothing(index.as_mut(), QUIET_PERIOD, "extract.due reached the index queue").await;
+}
+
+async fn subscribe_kind(bus: &dyn EventBus, kind: WorkerKind, prefetch: u16) -> Box<dyn Subscription> {
+    bus.subscribe(kind, prefetch).await.expect("subscribe")
 }
 
 /// A published event reaches a subscriber unchanged, with attempt 1 and a message id.
@@ -196,7 +218,7 @@ pub async fn retry_redelivers_after_backoff(bus: &dyn EventBus, knobs: Knobs) {
 
 /// After `max_attempts` deliveries, `Retry` parks the message: it is counted as parked and
 /// never delivered again.
-pub async fn parks_after_max_attempts(bus: &dyn EventBus, parked: &dyn ParkedProbe, knobs: Knobs) {
+pub async fn parks_after_max_attempts(bus: &dyn EventBus, knobs: Knobs) {
     bus.publish(&sample_event(6)).await.expect("publish");
     let mut sub = subscribe(bus, 10).await;
     let mut message_id = None;
@@ -215,20 +237,20 @@ pub async fn parks_after_max_attempts(bus: &dyn EventBus, parked: &dyn ParkedPro
     )
     .await;
     eventually("one parked message", || async {
-        parked.parked_count(WorkerKind::Index).await.expect("parked count") == 1
+        parked_count(bus, WorkerKind::Index).await == 1
     })
     .await;
     assert_eq!(bus.depth(WorkerKind::Index).await.expect("depth"), Some(0));
 }
 
 /// `Reject` parks the message at once, whatever attempts remain.
-pub async fn reject_parks_at_once(bus: &dyn EventBus, parked: &dyn ParkedProbe, knobs: Knobs) {
+pub async fn reject_parks_at_once(bus: &dyn EventBus, knobs: Knobs) {
     bus.publish(&sample_event(8)).await.expect("publish");
     let mut sub = subscribe(bus, 10).await;
     let delivery = expect_delivery(sub.as_mut(), "the event").await;
     sub.settle(delivery, Outcome::Reject).await.expect("reject");
     eventually("one parked message", || async {
-        parked.parked_count(WorkerKind::Index).await.expect("parked count") == 1
+        parked_count(bus, WorkerKind::Index).await == 1
     })
     .await;
     expect_nothing(
@@ -302,6 +324,67 @@ pub async fn cancel_ends_subscription_but_allows_settling(bus: &dyn EventBus) {
 pub async fn ping_and_empty_depth(bus: &dyn EventBus) {
     bus.ping().await.expect("ping");
     assert_eq!(bus.depth(WorkerKind::Index).await.expect("depth"), Some(0));
+}
+
+/// Ready, parked and consumers are counted per kind: a published event is ready in each kind it
+/// is routed to, a delivery in hand is in no count, a rejected one is parked, and a cancelled
+/// or dropped subscription no longer counts as a consumer.
+pub async fn stats_count_ready_parked_and_consumers(bus: &dyn EventBus) {
+    let stats = |kind| async move { bus.stats(kind).await.expect("stats") };
+    for &kind in WorkerKind::ALL {
+        assert_eq!(
+            stats(kind).await,
+            QueueStats::default(),
+            "stats of a fresh {kind:?} queue"
+        );
+    }
+    bus.publish(&sample_event(21)).await.expect("publish");
+    bus.publish(&sample_event(22)).await.expect("publish");
+    eventually("2 ready in the index queue", || async {
+        stats(WorkerKind::Index).await.ready == 2
+    })
+    .await;
+    assert_eq!(
+        stats(WorkerKind::Compact).await,
+        QueueStats::default(),
+        "turn.appended is not routed to the compact queue"
+    );
+
+    let mut sub = subscribe(bus, 1).await;
+    eventually("one consumer of the index queue", || async {
+        stats(WorkerKind::Index).await.consumers == 1
+    })
+    .await;
+    assert_eq!(stats(WorkerKind::Extract).await.consumers, 0, "consumers are per queue");
+    let delivery = expect_delivery(sub.as_mut(), "the first event").await;
+    sub.settle(delivery, Outcome::Reject).await.expect("reject");
+    eventually("one parked message", || async {
+        stats(WorkerKind::Index).await.parked == 1
+    })
+    .await;
+    // Subscriptions compete: a second one counts too, and cancelling it leaves one.
+    let mut other = subscribe(bus, 1).await;
+    eventually("two consumers", || async {
+        stats(WorkerKind::Index).await.consumers == 2
+    })
+    .await;
+    other.cancel().await.expect("cancel");
+    eventually("one consumer after a cancel", || async {
+        stats(WorkerKind::Index).await.consumers == 1
+    })
+    .await;
+    // Dropping a subscription ends it, and whatever it held unsettled is ready again.
+    drop(other);
+    drop(sub);
+    eventually("no consumer and the second event ready again", || async {
+        let index = stats(WorkerKind::Index).await;
+        index.consumers == 0 && index.ready == 1 && index.parked == 1
+    })
+    .await;
+}
+
+async fn parked_count(bus: &dyn EventBus, kind: WorkerKind) -> u64 {
+    bus.stats(kind).await.expect("stats").parked
 }
 
 async fn subscribe(bus: &dyn EventBus, prefetch: u16) -> Box<dyn Subscription> {

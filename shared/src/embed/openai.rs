@@ -5,31 +5,25 @@
 //! request is retried on connect errors, timeouts, 429 and 5xx with exponential backoff (or the
 //! provider's `Retry-After`), then gives up as [`EmbedError::Unavailable`]; anything else that
 //! goes wrong (another 4xx, an answer of the wrong shape, count or dimension) is
-//! [`EmbedError::Backend`] at once, because asking again would get the same answer.
+//! [`EmbedError::Backend`] at once, because asking again would get the same answer. The retry
+//! and classification rules are `http_retry`'s, shared with the LLM chat client.
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use reqwest::{header, Client, StatusCode, Url};
+use reqwest::header::HeaderMap;
+use reqwest::{Client, Url};
 use serde::{Deserialize, Serialize};
 
 use super::{EmbedError, EmbedResult, Embedder};
 use crate::config::Secret;
+use crate::http_retry::{self, Failure, HttpError, Outcome, RetryError, RetryPolicy};
 use crate::metrics;
 
 /// The `provider` label of this backend's metrics.
 const PROVIDER: &str = "openai";
 /// Embedded at connect to learn the dimension and prove the endpoint works.
 const PROBE_TEXT: &str = "sediment embedding probe";
-/// A provider asking for a longer pause than this is waited for this long only: the caller
-/// (the index worker) has its own, coarser retry loop and should get the failure back soon.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
-/// Upper bound of the exponential backoff, for the same reason.
-const MAX_BACKOFF: Duration = Duration::from_secs(10);
-/// Provider error bodies are quoted in errors up to this many characters.
-const MAX_ERROR_BODY_CHARS: usize = 500;
 
 /// Settings of an [`OpenAiEmbedder`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,8 +75,7 @@ pub struct OpenAiEmbedder {
     api_key: Option<Secret>,
     dimension: usize,
     batch_size: usize,
-    max_retries: u32,
-    retry_base_delay: Duration,
+    retry: RetryPolicy,
 }
 
 /// Why one request failed, as carried inside [`EmbedError`].
@@ -90,19 +83,8 @@ pub struct OpenAiEmbedder {
 enum OpenAiError {
     #[error("invalid embedding settings: {0}")]
     Settings(String),
-    #[error("POST {url} failed ({kind})")]
-    Transport {
-        url: Url,
-        kind: &'static str,
-        #[source]
-        source: reqwest::Error,
-    },
-    #[error("POST {url} answered {status}: {message}")]
-    Status {
-        url: Url,
-        status: StatusCode,
-        message: String,
-    },
+    #[error(transparent)]
+    Http(HttpError),
     #[error("POST {url} answered with an unusable body: {reason}")]
     InvalidResponse { url: Url, reason: String },
     #[error("model {model} returns vectors of dimension {actual}, but dimension {expected} is configured")]
@@ -111,15 +93,6 @@ enum OpenAiError {
         expected: usize,
         actual: usize,
     },
-}
-
-/// The outcome of one failed attempt: whether to try again, and how soon the provider wants it.
-enum Failure {
-    Retryable {
-        error: OpenAiError,
-        retry_after: Option<Duration>,
-    },
-    Permanent(OpenAiError),
 }
 
 #[derive(Serialize)]
@@ -160,8 +133,10 @@ impl OpenAiEmbedder {
             api_key: settings.api_key,
             dimension: 0,
             batch_size: settings.batch_size,
-            max_retries: settings.max_retries,
-            retry_base_delay: settings.retry_base_delay,
+            retry: RetryPolicy {
+                max_retries: settings.max_retries,
+                base_delay: settings.retry_base_delay,
+            },
         };
         let probe = embedder.embed_batch(&[PROBE_TEXT.to_owned()], None).await?;
         let actual = probe.first().map_or(0, Vec::len);
@@ -188,102 +163,58 @@ impl OpenAiEmbedder {
     /// One batch, with retries. `dimension: None` (the probe) accepts any non-zero length that
     /// all vectors share.
     async fn embed_batch(&self, texts: &[String], dimension: Option<usize>) -> EmbedResult<Vec<Vec<f32>>> {
-        let mut attempt: u32 = 0;
-        loop {
-            let started = Instant::now();
-            let outcome = self.attempt(texts, dimension).await;
-            ::metrics::histogram!(metrics::EMBEDDING_LATENCY, "provider" => PROVIDER)
-                .record(started.elapsed().as_secs_f64());
-            let (error, retry_after) = match outcome {
-                Ok(vectors) => {
-                    record(Outcome::Ok);
+        let result = http_retry::with_retries(
+            self.retry,
+            "embedding",
+            |_| self.attempt(texts, dimension),
+            |report| {
+                ::metrics::histogram!(metrics::EMBEDDING_LATENCY, "provider" => PROVIDER)
+                    .record(report.elapsed.as_secs_f64());
+                let result = match report.outcome {
+                    Outcome::Ok => "ok",
+                    Outcome::Retry => "retry",
+                    Outcome::GaveUp | Outcome::Permanent => "error",
+                };
+                ::metrics::counter!(metrics::EMBEDDING_REQUESTS, "provider" => PROVIDER, "result" => result)
+                    .increment(1);
+                if report.outcome == Outcome::Ok {
                     tracing::debug!(
                         texts = texts.len(),
-                        attempt,
-                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        attempt = report.attempt,
+                        elapsed_ms = report.elapsed.as_millis() as u64,
                         "embedded batch"
                     );
-                    return Ok(vectors);
                 }
-                Err(Failure::Permanent(error)) => {
-                    record(Outcome::Error);
-                    return Err(EmbedError::Backend(Box::new(error)));
-                }
-                Err(Failure::Retryable { error, retry_after }) => (error, retry_after),
-            };
-            if attempt >= self.max_retries {
-                record(Outcome::Error);
-                tracing::warn!(
-                    attempts = attempt + 1,
-                    error = %crate::runtime::error_chain(&error),
-                    "embedding provider still failing; giving up"
-                );
-                return Err(EmbedError::Unavailable(Box::new(error)));
-            }
-            record(Outcome::Retry);
-            let delay = retry_after.unwrap_or_else(|| backoff(self.retry_base_delay, attempt, jitter()));
-            let status = if let OpenAiError::Status { status, .. } = &error {
-                Some(status.as_u16())
-            } else {
-                None
-            };
-            tracing::warn!(
-                attempt = attempt + 1,
-                max_retries = self.max_retries,
-                status,
-                retry_in_ms = delay.as_millis() as u64,
-                error = %crate::runtime::error_chain(&error),
-                "embedding request failed; retrying"
-            );
-            tokio::time::sleep(delay).await;
-            attempt += 1;
-        }
+            },
+        )
+        .await;
+        result.map_err(|error| match error {
+            RetryError::Permanent(error) => EmbedError::Backend(Box::new(error)),
+            RetryError::Unavailable(error) => EmbedError::Unavailable(Box::new(error)),
+        })
     }
 
     /// One HTTP request and the validation of its answer.
-    async fn attempt(&self, texts: &[String], dimension: Option<usize>) -> Result<Vec<Vec<f32>>, Failure> {
-        let mut request = self.client.post(self.url.clone()).json(&EmbeddingsRequest {
+    async fn attempt(&self, texts: &[String], dimension: Option<usize>) -> Result<Vec<Vec<f32>>, Failure<OpenAiError>> {
+        let request = EmbeddingsRequest {
             model: &self.model,
             input: texts,
-        });
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key.expose());
-        }
-        let transport = |source: reqwest::Error| Failure::Retryable {
-            error: OpenAiError::Transport {
+        };
+        let body = http_retry::post_json(
+            &self.client,
+            &self.url,
+            self.api_key.as_ref(),
+            HeaderMap::new(),
+            &request,
+        )
+        .await
+        .map_err(|failure| failure.map_permanent(OpenAiError::Http))?;
+        parse_embeddings(&body, texts.len(), dimension).map_err(|reason| {
+            Failure::Permanent(OpenAiError::InvalidResponse {
                 url: self.url.clone(),
-                kind: transport_kind(&source),
-                source,
-            },
-            retry_after: None,
-        };
-        let response = request.send().await.map_err(transport)?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
-        // A body cut short (reset, timeout while reading) is as transient as a failed connect.
-        let body = response.bytes().await.map_err(transport)?;
-        if status.is_success() {
-            return parse_embeddings(&body, texts.len(), dimension).map_err(|reason| {
-                Failure::Permanent(OpenAiError::InvalidResponse {
-                    url: self.url.clone(),
-                    reason,
-                })
-            });
-        }
-        let error = OpenAiError::Status {
-            url: self.url.clone(),
-            status,
-            message: provider_message(&body),
-        };
-        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-            Err(Failure::Retryable { error, retry_after })
-        } else {
-            Err(Failure::Permanent(error))
-        }
+                reason,
+            })
+        })
     }
 }
 
@@ -306,22 +237,6 @@ impl Embedder for OpenAiEmbedder {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Outcome {
-    Ok,
-    Retry,
-    Error,
-}
-
-fn record(outcome: Outcome) {
-    let result = match outcome {
-        Outcome::Ok => "ok",
-        Outcome::Retry => "retry",
-        Outcome::Error => "error",
-    };
-    ::metrics::counter!(metrics::EMBEDDING_REQUESTS, "provider" => PROVIDER, "result" => result).increment(1);
-}
-
 fn validate(settings: &OpenAiSettings) -> Result<Url, OpenAiError> {
     let invalid = OpenAiError::Settings;
     if settings.model.trim().is_empty() {
@@ -336,22 +251,8 @@ fn validate(settings: &OpenAiSettings) -> Result<Url, OpenAiError> {
     if settings.dimension == Some(0) {
         return Err(invalid("dimension must be positive".into()));
     }
-    embeddings_url(&settings.base_url).map_err(|reason| invalid(format!("base_url {:?}: {reason}", settings.base_url)))
-}
-
-/// `{base_url}/embeddings`, whether or not `base_url` ends in a slash. (`Url::join` would drop
-/// the last segment of a base without a trailing slash, turning `.../v1` into `.../embeddings`.)
-fn embeddings_url(base_url: &str) -> Result<Url, String> {
-    let base = base_url.trim().trim_end_matches('/');
-    let url = Url::parse(&format!("{base}/embeddings")).map_err(|e| e.to_string())?;
-    match url.scheme() {
-        "http" | "https" => {}
-        other => return Err(format!("scheme {other:?} is not http or https")),
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err("must not have a query or fragment".into());
-    }
-    Ok(url)
+    http_retry::endpoint_url(&settings.base_url, "embeddings")
+        .map_err(|reason| invalid(format!("base_url {:?}: {reason}", settings.base_url)))
 }
 
 /// The vectors of a 2xx answer in input order, or why the answer cannot be used.
@@ -389,105 +290,9 @@ fn parse_embeddings(body: &[u8], count: usize, dimension: Option<usize>) -> Resu
     Ok(vectors)
 }
 
-/// The provider's own explanation of an error answer: OpenAI's `{"error": {"message": ..}}`,
-/// TEI's `{"error": ".."}`, a bare `{"message": ..}`, or else the body itself (shortened).
-fn provider_message(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    if let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) {
-        let message = json
-            .pointer("/error/message")
-            .or_else(|| json.get("error"))
-            .or_else(|| json.get("message"))
-            .and_then(serde_json::Value::as_str);
-        if let Some(message) = message {
-            return shorten(message);
-        }
-    }
-    let text = text.trim();
-    if text.is_empty() {
-        "(empty body)".into()
-    } else {
-        shorten(text)
-    }
-}
-
-fn shorten(text: &str) -> String {
-    match text.char_indices().nth(MAX_ERROR_BODY_CHARS) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
-
-/// A `Retry-After` in seconds (integer or decimal), capped at [`MAX_RETRY_AFTER`]. The HTTP-date
-/// form is not understood and falls back to the normal backoff.
-fn parse_retry_after(value: &str) -> Option<Duration> {
-    let seconds: f64 = value.trim().parse().ok()?;
-    if !seconds.is_finite() || seconds < 0.0 {
-        return None;
-    }
-    Some(Duration::from_secs_f64(seconds.min(MAX_RETRY_AFTER.as_secs_f64())))
-}
-
-/// Delay before retry number `attempt + 1`: `base * 2^attempt`, capped, of which the upper half
-/// is scaled by `jitter` (in `[0, 1]`) so that many workers failing together do not retry
-/// together, while the lower half keeps the backoff from collapsing to nothing.
-fn backoff(base: Duration, attempt: u32, jitter: f64) -> Duration {
-    let full = base
-        .saturating_mul(2u32.saturating_pow(attempt.min(16)))
-        .min(MAX_BACKOFF);
-    let half = full / 2;
-    half + half.mul_f64(jitter.clamp(0.0, 1.0))
-}
-
-/// A number in `[0, 1]` that differs from call to call. Jitter needs no real randomness, so
-/// the std hasher's per-instance random keys are enough and save a dependency.
-fn jitter() -> f64 {
-    let bits = RandomState::new().hash_one(Instant::now());
-    (bits >> 11) as f64 / (1u64 << 53) as f64
-}
-
-fn transport_kind(error: &reqwest::Error) -> &'static str {
-    if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "could not connect"
-    } else {
-        "transport error"
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn url_is_joined_with_or_without_a_trailing_slash() {
-        for base in [
-            "https://api.openai.com/v1",
-            "https://api.openai.com/v1/",
-            " https://api.openai.com/v1// ",
-        ] {
-            assert_eq!(
-                embeddings_url(base).unwrap().as_str(),
-                "https://api.openai.com/v1/embeddings"
-            );
-        }
-        assert_eq!(
-            embeddings_url("http://127.0.0.1:8080/v1").unwrap().as_str(),
-            "http://127.0.0.1:8080/v1/embeddings"
-        );
-        assert_eq!(
-            embeddings_url("http://tei:80").unwrap().as_str(),
-            "http://tei/embeddings"
-        );
-    }
-
-    #[test]
-    fn bad_base_urls_are_refused() {
-        for base in ["", "api.openai.com/v1", "ftp://host/v1", "http://host/v1?x=1"] {
-            assert!(embeddings_url(base).is_err(), "{base:?} accepted");
-        }
-    }
 
     #[test]
     fn settings_are_validated() {
@@ -572,45 +377,5 @@ mod tests {
             let error = parse_embeddings(body, count, dimension).unwrap_err();
             assert!(error.contains(expected), "{error:?} does not mention {expected:?}");
         }
-    }
-
-    #[test]
-    fn provider_messages_are_extracted() {
-        let openai =
-            br#"{"error":{"message":"Invalid API key","type":"invalid_request_error","code":"invalid_api_key"}}"#;
-        assert_eq!(provider_message(openai), "Invalid API key");
-        assert_eq!(
-            provider_message(br#"{"error":"Input validation error","error_type":"Validation"}"#),
-            "Input validation error"
-        );
-        assert_eq!(provider_message(br#"{"message":"model not found"}"#), "model not found");
-        assert_eq!(provider_message(b"  Bad Gateway\n"), "Bad Gateway");
-        assert_eq!(provider_message(b""), "(empty body)");
-        let long = "x".repeat(2 * MAX_ERROR_BODY_CHARS);
-        assert_eq!(provider_message(long.as_bytes()).len(), MAX_ERROR_BODY_CHARS + 3);
-    }
-
-    #[test]
-    fn retry_after_is_parsed_in_seconds_and_capped() {
-        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_retry_after(" 0 "), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_retry_after("3600"), Some(MAX_RETRY_AFTER));
-        assert_eq!(parse_retry_after("-1"), None);
-        assert_eq!(parse_retry_after("NaN"), None);
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
-    }
-
-    #[test]
-    fn backoff_doubles_within_its_jitter_band_and_is_capped() {
-        let base = Duration::from_millis(200);
-        assert_eq!(backoff(base, 0, 0.0), Duration::from_millis(100));
-        assert_eq!(backoff(base, 0, 1.0), Duration::from_millis(200));
-        assert_eq!(backoff(base, 2, 0.0), Duration::from_millis(400));
-        assert_eq!(backoff(base, 2, 1.0), Duration::from_millis(800));
-        assert_eq!(backoff(base, 40, 1.0), MAX_BACKOFF);
-        assert_eq!(backoff(Duration::ZERO, 3, 0.5), Duration::ZERO);
-        let j = jitter();
-        assert!((0.0..=1.0).contains(&j), "{j}");
     }
 }

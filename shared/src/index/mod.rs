@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use crate::domain::Tenant;
 
-pub use bm25::{Bm25, SparseVector};
+pub use bm25::{Bm25, SparseVector, TEXT_VERSION};
 pub use edge::EdgeIndex;
 pub use qdrant::QdrantIndex;
 
@@ -99,12 +99,15 @@ impl IndexError {
 pub enum PointKind {
     /// An L0 turn.
     Turn,
+    /// An L1 memory (active ones only: archived and deleted memories leave the index).
+    Memory,
 }
 
 impl PointKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Turn => "turn",
+            Self::Memory => "memory",
         }
     }
 }

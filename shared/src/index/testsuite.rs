@@ -103,10 +103,10 @@ pub fn dense_query(tenant: &Tenant, text: &str, dense: [f32; SUITE_DIMENSION], s
 /// Every point kind. The match makes a new variant a compile error here, so that the kind
 /// checks grow with the enum.
 fn all_kinds() -> Vec<PointKind> {
-    let kinds = vec![PointKind::Turn];
+    let kinds = vec![PointKind::Turn, PointKind::Memory];
     for kind in &kinds {
         match kind {
-            PointKind::Turn => {}
+            PointKind::Turn | PointKind::Memory => {}
         }
     }
     kinds

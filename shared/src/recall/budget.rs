@@ -21,6 +21,11 @@ pub struct Budget {
 pub trait Budgeted {
     fn text_mut(&mut self) -> &mut String;
     fn score(&self) -> f32;
+    /// Items of a lower tier rank before every item of a higher one, whatever the scores
+    /// (recall: L1 memories before L0 turns, whose scores are on another scale).
+    fn tier(&self) -> u8 {
+        0
+    }
 }
 
 /// The longest prefix of `text` with at most `max_chars` code points that ends on a grapheme
@@ -57,8 +62,8 @@ pub fn cut(text: &mut String, max_chars: usize) -> bool {
     true
 }
 
-/// Applies both caps to items sorted best first: cuts each item to the item cap, then drops
-/// the lowest-scored items until the total fits, and cuts the last one left if it alone is
+/// Applies both caps to items sorted best first (by tier, then score): cuts each item to the
+/// item cap, then drops the lowest-ranked items until the total fits, and cuts the last one left if it alone is
 /// over. Returns whether anything was cut or dropped.
 pub fn apply<T: Budgeted>(items: &mut Vec<T>, budget: Budget) -> bool {
     let mut truncated = false;
@@ -66,7 +71,7 @@ pub fn apply<T: Budgeted>(items: &mut Vec<T>, budget: Budget) -> bool {
         truncated |= cut(item.text_mut(), budget.item_chars);
     }
     // Stable, and explicit: callers pass ranked items, but the caps must drop the lowest.
-    items.sort_by(|a, b| b.score().total_cmp(&a.score()));
+    items.sort_by(|a, b| a.tier().cmp(&b.tier()).then(b.score().total_cmp(&a.score())));
     let mut total: usize = items.iter_mut().map(|i| i.text_mut().chars().count()).sum();
     while total > budget.total_chars && items.len() > 1 {
         let dropped = items.pop().expect("len > 1");
@@ -103,6 +108,40 @@ mod tests {
 
     fn chars(s: &str) -> usize {
         s.chars().count()
+    }
+
+    /// An item of a tier, for the ordering tests.
+    #[derive(Debug, Clone, PartialEq)]
+    struct Tiered(String, f32, u8);
+
+    impl Budgeted for Tiered {
+        fn text_mut(&mut self) -> &mut String {
+            &mut self.0
+        }
+        fn score(&self) -> f32 {
+            self.1
+        }
+        fn tier(&self) -> u8 {
+            self.2
+        }
+    }
+
+    #[test]
+    fn a_lower_tier_ranks_first_and_is_dropped_last() {
+        // Memories (tier 0) score on another scale than turns (tier 1): a turn's higher score
+        // must neither put it first nor keep it over a memory.
+        let mut items = vec![
+            Tiered("turn".into(), 9.0, 1),
+            Tiered("memory b".into(), 0.2, 0),
+            Tiered("memory a".into(), 0.5, 0),
+        ];
+        let budget = Budget {
+            item_chars: 100,
+            total_chars: 16,
+        };
+        assert!(apply(&mut items, budget));
+        let kept: Vec<&str> = items.iter().map(|i| i.0.as_str()).collect();
+        assert_eq!(kept, ["memory a", "memory b"]);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! The answer has two parts, to keep the provider's prompt cache warm: a **stable** part
 //! (persona, scene navigation, memory-tool guide) that changes rarely, for the end of the system
 //! prompt, and a **dynamic** part (the items hit for this message), for the user-message prefix.
-//! Until L1–L3 exist the stable part is empty and the dynamic items are L0 turns; the shape
-//! does not change when they arrive.
+//! The dynamic items are L1 memories first (tenant-wide: what was learned in any session),
+//! then L0 turns to fill the remaining slots, leaving out turns a returned memory was made
+//! from. Until L2–L3 exist the stable part is empty; the shape does not change when they arrive.
 //!
 //! # Never silent, never late
 //! A recall has a deadline (`timeout`). The query embedding may use half of it; if it fails or
@@ -26,10 +27,14 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
+use std::sync::Arc;
+
 use crate::domain::{SessionId, Tenant, MEMORY_BLOCK_END, MEMORY_BLOCK_START};
-use crate::index::{IndexError, Strategy};
+use crate::index::{IndexError, PointKind, Strategy};
+use crate::memory::{Category, Memory, MemoryStatus};
 use crate::metrics;
 use crate::search::{ConversationHit, ConversationQuery, ConversationSearch, QueryVector, SearchError};
+use crate::store::memory::MemoryStore;
 pub use budget::Budget;
 
 /// The deadline passed before the index or the store answered.
@@ -70,6 +75,15 @@ pub enum Source {
         role: &'static str,
         created_at: DateTime<Utc>,
     },
+    Memory {
+        session_id: String,
+        category: Category,
+        priority: u8,
+        scene: Option<String>,
+        occurred_at: Option<String>,
+        source_message_ids: Vec<Uuid>,
+        created_at: DateTime<Utc>,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -99,11 +113,33 @@ pub struct RecallResponse {
     pub strategy: Strategy,
 }
 
+/// What an item is, while it is ranked and fitted.
+enum Found {
+    Memory(Memory),
+    Turn(ConversationHit),
+}
+
 /// An item while it is ranked and fitted; wrapped in the markers only at the end.
 struct Candidate {
-    hit: ConversationHit,
+    found: Found,
     text: String,
     score: f32,
+}
+
+impl Candidate {
+    fn created_at(&self) -> DateTime<Utc> {
+        match &self.found {
+            Found::Memory(m) => m.created_at,
+            Found::Turn(hit) => hit.turn.created_at,
+        }
+    }
+
+    fn priority(&self) -> Option<u8> {
+        match &self.found {
+            Found::Memory(m) => Some(m.priority),
+            Found::Turn(_) => None,
+        }
+    }
 }
 
 impl budget::Budgeted for Candidate {
@@ -113,37 +149,50 @@ impl budget::Budgeted for Candidate {
     fn score(&self) -> f32 {
         self.score
     }
+    fn tier(&self) -> u8 {
+        match self.found {
+            Found::Memory(_) => 0,
+            Found::Turn(_) => 1,
+        }
+    }
 }
 
 #[derive(Clone)]
 pub struct Recall {
     search: ConversationSearch,
+    memories: Arc<dyn MemoryStore>,
 }
 
 impl Recall {
-    pub fn new(search: ConversationSearch) -> Self {
-        Self { search }
+    pub fn new(search: ConversationSearch, memories: Arc<dyn MemoryStore>) -> Self {
+        Self { search, memories }
     }
 
     #[tracing::instrument(skip_all, fields(strategy = request.strategy.as_str(), limit = request.limit))]
     pub async fn recall(&self, tenant: &Tenant, request: &RecallRequest) -> RecallResponse {
         let started = Instant::now();
         let mut errors = Vec::new();
-        let (hits, strategy) = self.find(tenant, request, started, &mut errors).await;
-        let mut candidates: Vec<Candidate> = hits
-            .into_iter()
-            .map(|hit| Candidate {
-                text: hit.turn.content.clone(),
-                score: hit.score,
-                hit,
-            })
-            .collect();
+        let (memories, hits, strategy) = self.find(tenant, request, started, &mut errors).await;
+        let memories = memories.into_iter().map(|(memory, score)| Candidate {
+            text: memory.content.clone(),
+            score,
+            found: Found::Memory(memory),
+        });
+        let turns = hits.into_iter().map(|hit| Candidate {
+            text: hit.turn.content.clone(),
+            score: hit.score,
+            found: Found::Turn(hit),
+        });
+        let mut candidates: Vec<Candidate> = memories.chain(turns).collect();
         if request.recency {
             rerank_by_recency(&mut candidates, Utc::now());
         }
         let truncated = budget::apply(&mut candidates, request.budget);
         let dynamic: Vec<RecallItem> = candidates.into_iter().map(into_item).collect();
 
+        // One issue per code: the memory and turn searches often fail for the same reason.
+        let mut seen = std::collections::HashSet::new();
+        errors.retain(|e| seen.insert(e.code));
         let result = errors.first().map_or("ok", |e: &RecallIssue| e.code);
         ::metrics::counter!(metrics::RECALLS, "strategy" => strategy.as_str(), "result" => result).increment(1);
         ::metrics::histogram!(metrics::RECALL_LATENCY).record(started.elapsed().as_secs_f64());
@@ -169,7 +218,7 @@ impl Recall {
         request: &RecallRequest,
         started: Instant,
         errors: &mut Vec<RecallIssue>,
-    ) -> (Vec<ConversationHit>, Strategy) {
+    ) -> (Vec<(Memory, f32)>, Vec<ConversationHit>, Strategy) {
         let deadline = tokio::time::Instant::from_std(started + request.timeout);
         let embed_deadline = tokio::time::Instant::from_std(started + request.timeout / 2);
         let mut query = ConversationQuery {
@@ -210,34 +259,124 @@ impl Recall {
             query.strategy = Strategy::Keyword;
         }
 
+        let memories = self
+            .find_memories(tenant, &query, &vector, deadline, request.timeout, errors)
+            .await;
+        // Turns fill the slots memories left, without the turns those memories came from.
+        let covered: std::collections::HashSet<Uuid> = memories
+            .iter()
+            .flat_map(|(m, _)| m.source_message_ids.iter().copied())
+            .collect();
+        let turn_query = ConversationQuery {
+            limit: query.limit.saturating_sub(memories.len()),
+            ..query.clone()
+        };
+        if turn_query.limit == 0 {
+            let strategy = effective(query.strategy, &vector);
+            return (memories, Vec::new(), strategy);
+        }
+        // Ask for the covered turns too, so the slots are still filled after they are left out.
+        let ask = ConversationQuery {
+            limit: turn_query.limit + covered.len(),
+            ..turn_query.clone()
+        };
         let (mut hits, strategy) =
-            match tokio::time::timeout_at(deadline, self.search.index_hits(tenant, &query, &vector)).await {
+            match tokio::time::timeout_at(deadline, self.search.index_hits(tenant, &ask, &vector)).await {
                 Ok(Ok(found)) => found,
                 Ok(Err(e)) => {
                     errors.push(index_issue(&e));
-                    return (Vec::new(), query.strategy);
+                    return (memories, Vec::new(), effective(query.strategy, &vector));
                 }
                 Err(_) => {
                     errors.push(timeout_issue(request.timeout, "the index"));
-                    return (Vec::new(), query.strategy);
+                    return (memories, Vec::new(), effective(query.strategy, &vector));
                 }
             };
-        match tokio::time::timeout_at(deadline, self.search.complete_small_scope(tenant, &query, &mut hits)).await {
+        match tokio::time::timeout_at(deadline, self.search.complete_small_scope(tenant, &ask, &mut hits)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => errors.push(index_issue(&e)),
             Err(_) => errors.push(timeout_issue(request.timeout, "the index")),
         }
+        hits.retain(|hit| !covered.contains(&hit.id));
+        hits.truncate(turn_query.limit);
         match tokio::time::timeout_at(deadline, self.search.hydrate(tenant, hits)).await {
-            Ok(Ok(hits)) => (hits, strategy),
+            Ok(Ok(hits)) => (memories, hits, strategy),
             Ok(Err(e)) => {
                 errors.push(issue(STORE_UNAVAILABLE, &e));
-                (Vec::new(), strategy)
+                (memories, Vec::new(), strategy)
             }
             Err(_) => {
                 errors.push(timeout_issue(request.timeout, "the store"));
-                (Vec::new(), strategy)
+                (memories, Vec::new(), strategy)
             }
         }
+    }
+
+    /// The tenant's active L1 memories that match the query, best first, with their scores.
+    async fn find_memories(
+        &self,
+        tenant: &Tenant,
+        query: &ConversationQuery,
+        vector: &QueryVector,
+        deadline: tokio::time::Instant,
+        timeout: Duration,
+        errors: &mut Vec<RecallIssue>,
+    ) -> Vec<(Memory, f32)> {
+        // Memories are the user's, whatever session taught them.
+        let query = ConversationQuery {
+            session: None,
+            ..query.clone()
+        };
+        let search = async {
+            let (mut hits, _) = self.search.kind_hits(PointKind::Memory, tenant, &query, vector).await?;
+            self.search
+                .complete_small_kind_scope(PointKind::Memory, tenant, &query, &mut hits)
+                .await?;
+            Ok::<_, SearchError>(hits)
+        };
+        let hits = match tokio::time::timeout_at(deadline, search).await {
+            Ok(Ok(hits)) => hits,
+            Ok(Err(e)) => {
+                errors.push(index_issue(&e));
+                return Vec::new();
+            }
+            Err(_) => {
+                errors.push(timeout_issue(timeout, "the index"));
+                return Vec::new();
+            }
+        };
+        if hits.is_empty() {
+            return Vec::new();
+        }
+        let ids: Vec<Uuid> = hits.iter().map(|h| h.id).collect();
+        let found = match tokio::time::timeout_at(deadline, self.memories.memories_by_id(tenant, &ids)).await {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => {
+                errors.push(issue(STORE_UNAVAILABLE, &e));
+                return Vec::new();
+            }
+            Err(_) => {
+                errors.push(timeout_issue(timeout, "the store"));
+                return Vec::new();
+            }
+        };
+        let mut by_id: std::collections::HashMap<Uuid, Memory> = found
+            .into_iter()
+            .filter(|m| m.status == MemoryStatus::Active)
+            .map(|m| (m.id, m))
+            .collect();
+        // A point whose memory is gone or archived is stale until the outbox catches up.
+        hits.into_iter()
+            .filter_map(|hit| by_id.remove(&hit.id).map(|m| (m, hit.score)))
+            .collect()
+    }
+}
+
+/// The strategy a query ran with, given its vector.
+fn effective(strategy: Strategy, vector: &QueryVector) -> Strategy {
+    match (strategy, vector) {
+        (Strategy::Hybrid, QueryVector::NotNeeded | QueryVector::Failed(_)) => Strategy::Keyword,
+        (strategy, _) => strategy,
     }
 }
 
@@ -287,23 +426,43 @@ fn rerank_by_recency(candidates: &mut [Candidate], now: DateTime<Utc>) {
         } else {
             0.0
         };
-        candidate.score = recency_score(relevance, candidate.hit.turn.created_at, None, now);
+        candidate.score = recency_score(relevance, candidate.created_at(), candidate.priority(), now);
     }
     candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
 }
 
 fn into_item(candidate: Candidate) -> RecallItem {
-    let turn = candidate.hit.turn;
-    RecallItem {
-        id: turn.id,
-        kind: "turn",
-        content: format!("{MEMORY_BLOCK_START}{}{MEMORY_BLOCK_END}", candidate.text),
-        score: candidate.score,
-        source: Source::Turn {
-            session_id: turn.session_id,
-            seq: turn.seq,
-            role: turn.role.as_str(),
-            created_at: turn.created_at,
+    let content = format!("{MEMORY_BLOCK_START}{}{MEMORY_BLOCK_END}", candidate.text);
+    match candidate.found {
+        Found::Turn(hit) => {
+            let turn = hit.turn;
+            RecallItem {
+                id: turn.id,
+                kind: "turn",
+                content,
+                score: candidate.score,
+                source: Source::Turn {
+                    session_id: turn.session_id,
+                    seq: turn.seq,
+                    role: turn.role.as_str(),
+                    created_at: turn.created_at,
+                },
+            }
+        }
+        Found::Memory(memory) => RecallItem {
+            id: memory.id,
+            kind: "memory",
+            content,
+            score: candidate.score,
+            source: Source::Memory {
+                session_id: memory.session_id,
+                category: memory.category,
+                priority: memory.priority,
+                scene: memory.scene,
+                occurred_at: memory.occurred_at,
+                source_message_ids: memory.source_message_ids,
+                created_at: memory.created_at,
+            },
         },
     }
 }

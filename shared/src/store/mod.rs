@@ -15,7 +15,15 @@
 //! Both backends keep microseconds: a client-supplied `created_at` is truncated to whole
 //! microseconds before it is stored, and what `append` returns is exactly what reads return.
 
+pub mod audit;
+pub mod compaction;
+#[cfg(feature = "testing")]
+pub mod compaction_testsuite;
+pub mod memory;
+#[cfg(feature = "testing")]
+pub mod memory_testsuite;
 mod postgres;
+pub mod prompts;
 mod sqlite;
 #[cfg(feature = "testing")]
 pub mod testsuite;

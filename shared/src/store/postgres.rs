@@ -32,11 +32,33 @@ struct Migration {
 }
 
 /// Every migration, in version order. Add new files here; never edit an applied one.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../../migrations/V001__init.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../../migrations/V001__init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "memories",
+        sql: include_str!("../../../migrations/V002__memories.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "session_compactions",
+        sql: include_str!("../../../migrations/V003__session_compactions.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "prompt_templates",
+        sql: include_str!("../../../migrations/V004__prompt_templates.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "audit_log",
+        sql: include_str!("../../../migrations/V005__audit_log.sql"),
+    },
+];
 
 /// The advisory lock key that serializes `migrate` across replicas ("SEDIMENT" in ASCII).
 const MIGRATION_LOCK_KEY: i64 = 0x5345_4449_4d45_4e54;
@@ -44,6 +66,11 @@ const MIGRATION_LOCK_KEY: i64 = 0x5345_4449_4d45_4e54;
 /// How long to wait for a TCP connection, and for a pooled connection, before giving up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const POOL_TIMEOUT: Duration = Duration::from_secs(10);
+
+mod audit;
+mod compaction;
+mod memory;
+mod prompts;
 
 mod sql {
     pub const MIGRATE_LOCK: &str = include_str!("postgres/queries/migrate_lock.sql");

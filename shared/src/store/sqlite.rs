@@ -25,11 +25,23 @@ use uuid::Uuid;
 use super::{plan_append, truncate_to_micros, Backlog, Lag, SessionInfo, StoreError, StoreResult, TranscriptStore};
 use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, Tenant};
 
-const SCHEMA: &str = include_str!("sqlite/schema.sql");
+/// The schema, in parts applied in order on every open; each part is idempotent.
+const SCHEMA: &[&str] = &[
+    include_str!("sqlite/schema.sql"),
+    include_str!("sqlite/memory.sql"),
+    include_str!("sqlite/compaction.sql"),
+    include_str!("sqlite/prompts.sql"),
+    include_str!("sqlite/audit.sql"),
+];
 /// Recorded in `PRAGMA user_version`; a file written by a newer schema is refused.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 3;
 /// How long a call waits for another process's lock before it gives up as `Unavailable`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+mod audit;
+mod compaction;
+mod memory;
+mod prompts;
 
 mod sql {
     pub const CLAIM_SESSION: &str = "INSERT INTO sessions \
@@ -158,7 +170,9 @@ fn open_connection(path: &Path) -> Outcome<Connection> {
             format!("schema version {version} is newer than this build ({SCHEMA_VERSION})").into(),
         ));
     }
-    tx.execute_batch(SCHEMA)?;
+    for part in SCHEMA {
+        tx.execute_batch(part)?;
+    }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(conn)
@@ -497,7 +511,9 @@ mod tests {
     #[test]
     fn schema_refuses_nul_in_content() {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(SCHEMA).unwrap();
+        for part in SCHEMA {
+            conn.execute_batch(part).unwrap();
+        }
         conn.execute(
             "INSERT INTO sessions (session_id, team_id, agent_id, user_id, created_at, updated_at) \
              VALUES ('s', 't', 'a', 'u', 0, 0)",

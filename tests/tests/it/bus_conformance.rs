@@ -42,6 +42,9 @@ macro_rules! bus_suite {
 bus_suite! {
     fn delivers_published_event(bus, _knobs) { testsuite::delivers_published_event(&bus).await; }
     fn message_ids_are_unique(bus, _knobs) { testsuite::message_ids_are_unique(&bus).await; }
+    fn delayed_publish_waits_out_its_delay(bus, _knobs) {
+        testsuite::delayed_publish_waits_out_its_delay(&bus).await;
+    }
     fn routes_turn_appended_to_index(bus, _knobs) { testsuite::routes_turn_appended_to_index(&bus).await; }
     fn keeps_events_published_before_subscribe(bus, _knobs) {
         testsuite::keeps_events_published_before_subscribe(&bus).await;
@@ -53,8 +56,8 @@ bus_suite! {
     fn retry_redelivers_after_backoff(bus, knobs) {
         testsuite::retry_redelivers_after_backoff(&bus, knobs).await;
     }
-    fn parks_after_max_attempts(bus, knobs) { testsuite::parks_after_max_attempts(&bus, &bus, knobs).await; }
-    fn reject_parks_at_once(bus, knobs) { testsuite::reject_parks_at_once(&bus, &bus, knobs).await; }
+    fn parks_after_max_attempts(bus, knobs) { testsuite::parks_after_max_attempts(&bus, knobs).await; }
+    fn reject_parks_at_once(bus, knobs) { testsuite::reject_parks_at_once(&bus, knobs).await; }
     fn prefetch_bounds_unsettled_deliveries(bus, _knobs) {
         testsuite::prefetch_bounds_unsettled_deliveries(&bus).await;
     }
@@ -63,6 +66,9 @@ bus_suite! {
         testsuite::cancel_ends_subscription_but_allows_settling(&bus).await;
     }
     fn ping_and_empty_depth(bus, _knobs) { testsuite::ping_and_empty_depth(&bus).await; }
+    fn stats_count_ready_parked_and_consumers(bus, _knobs) {
+        testsuite::stats_count_ready_parked_and_consumers(&bus).await;
+    }
 }
 
 fn header<'a>(message: &'a lapin::message::Delivery, key: &str) -> Option<&'a lapin::types::AMQPValue> {

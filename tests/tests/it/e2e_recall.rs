@@ -23,16 +23,31 @@ use uuid::Uuid;
 const INDEX_WAIT: Duration = Duration::from_secs(30);
 const DIMENSION: usize = 256;
 
+/// These tests are about L0 turn recall: extraction is off, so no memory comes first
+/// (memories in recall are tested by `e2e_memories`).
 async fn app_with_embedder(mode: integration_tests::app::Mode, fake: &FakeOpenAi) -> TestApp {
     TestApp::with(
         mode,
         Options {
             env: vec![
+                ("EXTRACT", "false".to_owned()),
                 ("EMBEDDING", "openai".to_owned()),
                 ("EMBEDDING_URL", fake.base_url()),
                 ("EMBEDDING_MAX_RETRIES", "0".to_owned()),
                 ("EMBEDDING_TIMEOUT_MS", "2000".to_owned()),
             ],
+            ..Options::default()
+        },
+    )
+    .await
+}
+
+/// An embedded app without an embedder and without extraction (see `app_with_embedder`).
+async fn l0_app() -> TestApp {
+    TestApp::with(
+        integration_tests::app::Mode::Embedded,
+        Options {
+            env: vec![("EXTRACT", "false".to_owned())],
             ..Options::default()
         },
     )
@@ -198,7 +213,7 @@ async fn budgets_cut_and_drop_in_code_points() {
 
 #[tokio::test]
 async fn a_small_scope_is_returned_whole() {
-    let app = TestApp::start(integration_tests::app::Mode::Embedded).await;
+    let app = l0_app().await;
     let t = tenant();
     app.append_ok(
         &t,
@@ -284,7 +299,7 @@ async fn embedding_outage_degrades_to_keyword_and_says_so() {
 
 #[tokio::test]
 async fn semantic_search_without_an_embedder_is_a_clear_4xx() {
-    let app = TestApp::start(integration_tests::app::Mode::Embedded).await;
+    let app = l0_app().await;
     let t = tenant();
     let response = app.search(&t, json!({"query": "x", "strategy": "semantic"})).await;
     assert_eq!(response.status(), 422);
@@ -307,7 +322,7 @@ async fn semantic_search_without_an_embedder_is_a_clear_4xx() {
 
 #[tokio::test]
 async fn bad_recall_requests_get_4xx_codes() {
-    let app = TestApp::start(integration_tests::app::Mode::Embedded).await;
+    let app = l0_app().await;
     let t = tenant();
     for (body, status, code) in [
         (json!({"query": ""}), 422, "invalid_request"),
@@ -405,7 +420,8 @@ fn request(query: &str, timeout: Duration) -> RecallRequest {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_or_down_index_is_reported_not_hidden() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn TranscriptStore> = Arc::new(SqliteStore::open(&dir.path().join("db.sqlite")).await.unwrap());
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("db.sqlite")).await.unwrap());
+    let store: Arc<dyn TranscriptStore> = sqlite.clone();
     let edge: Arc<dyn SearchIndex> = Arc::new(EdgeIndex::open(&dir.path().join("index"), 5_000, None).unwrap());
     let t = tenant();
     let session = SessionId::parse("s1").unwrap();
@@ -429,7 +445,10 @@ async fn a_slow_or_down_index_is_reported_not_hidden() {
             delay,
             down,
         });
-        Recall::new(ConversationSearch::new(store.clone(), index, None, Fusion::default()))
+        Recall::new(
+            ConversationSearch::new(store.clone(), index, None, Fusion::default()),
+            sqlite.clone(),
+        )
     };
 
     let healthy = recall_with(Duration::ZERO, false)

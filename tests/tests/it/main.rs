@@ -1,12 +1,30 @@
 //! One integration test binary for the whole workspace (compiles once, runs in parallel).
 
+mod audit_log;
 mod bus_conformance;
+mod compact_process;
+mod compaction_jobs;
+mod compaction_llm;
+mod compaction_store;
+mod e2e_context;
 mod e2e_errors;
 mod e2e_ingest;
+mod e2e_memories;
+mod e2e_memories_llm;
 mod e2e_process;
 mod e2e_recall;
 mod embed_local;
 mod embed_openai;
 mod index_conformance;
+mod l1_pipeline;
+mod llm_chat;
+mod memory_store;
+mod migrate_only;
+mod ops;
+mod prompt_store;
+mod retrieval_shaping;
+mod rules_extractor;
 mod runtime;
 mod store_conformance;
+mod token_estimate;
+mod traces;

@@ -1,0 +1,365 @@
+//! L1 memory endpoints: list, read (with history and provenance), correct, delete.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared::memory::{Category, Memory, MemoryStatus, MAX_PRIORITY};
+use shared::runtime::error_chain;
+use shared::store::memory::{MemoryCursor, MemoryFilter, MemoryPatch, ProvenanceRecord, LAYER_L1};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::{tenant_from, AppJson, TenantHeaders};
+use crate::state::AppState;
+
+/// Page size when the caller gives none.
+const DEFAULT_LIMIT: u32 = 50;
+/// Largest page.
+const MAX_LIMIT: u32 = 500;
+/// Longest memory content a correction may write, in code points.
+const MAX_CONTENT_CHARS: usize = 4_000;
+
+/// A memory as the API shows it (the tenant is the caller's own, so it is left out).
+#[derive(Serialize)]
+pub struct MemoryView {
+    id: Uuid,
+    content: String,
+    category: Category,
+    priority: u8,
+    scene: Option<String>,
+    status: MemoryStatus,
+    occurred_at: Option<String>,
+    source_message_ids: Vec<Uuid>,
+    session_id: String,
+    superseded_by: Option<Uuid>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<Memory> for MemoryView {
+    fn from(m: Memory) -> Self {
+        Self {
+            id: m.id,
+            content: m.content,
+            category: m.category,
+            priority: m.priority,
+            scene: m.scene,
+            status: m.status,
+            occurred_at: m.occurred_at,
+            source_message_ids: m.source_message_ids,
+            session_id: m.session_id,
+            superseded_by: m.superseded_by,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    category: Option<String>,
+    scene: Option<String>,
+    status: Option<String>,
+    session_id: Option<String>,
+    created_after: Option<DateTime<Utc>>,
+    created_before: Option<DateTime<Utc>>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct ListResponse {
+    items: Vec<MemoryView>,
+    /// The `cursor` of the next page, or `null` on the last one.
+    next: Option<String>,
+}
+
+/// Cursors are `{created_at in unix microseconds}_{id}`: opaque to clients, stable across
+/// backends.
+fn encode_cursor(m: &Memory) -> String {
+    format!("{}_{}", m.created_at.timestamp_micros(), m.id)
+}
+
+fn decode_cursor(text: &str) -> Result<MemoryCursor, ApiError> {
+    let invalid = || ApiError::Invalid("cursor: not a cursor this API returned".into());
+    let (micros, id) = text.split_once('_').ok_or_else(invalid)?;
+    let micros: i64 = micros.parse().map_err(|_| invalid())?;
+    Ok(MemoryCursor {
+        created_at: DateTime::from_timestamp_micros(micros).ok_or_else(invalid)?,
+        id: Uuid::parse_str(id).map_err(|_| invalid())?,
+    })
+}
+
+fn category(name: &str) -> Result<Category, ApiError> {
+    Category::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = Category::ALL.iter().map(|c| c.as_str()).collect();
+        ApiError::Invalid(format!("category: unknown {name:?}; one of {}", known.join(", ")))
+    })
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    TenantHeaders(headers): TenantHeaders,
+    Query(params): Query<ListParams>,
+) -> Result<Json<ListResponse>, ApiError> {
+    let tenant = tenant_from(&headers, None, None, None)?;
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(ApiError::Invalid(format!("limit: must be between 1 and {MAX_LIMIT}")));
+    }
+    let status = params
+        .status
+        .as_deref()
+        .map(|s| {
+            MemoryStatus::parse(s)
+                .ok_or_else(|| ApiError::Invalid(format!("status: unknown {s:?}; one of active, archived")))
+        })
+        .transpose()?;
+    let filter = MemoryFilter {
+        category: params.category.as_deref().map(category).transpose()?,
+        scene: params.scene,
+        status,
+        session_id: params.session_id,
+        created_after: params.created_after,
+        created_before: params.created_before,
+    };
+    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    // One extra row tells whether a next page exists.
+    let mut page = state
+        .backends
+        .memories
+        .list_memories(&tenant, &filter, after, limit + 1)
+        .await?;
+    let next = if page.len() > limit as usize {
+        page.truncate(limit as usize);
+        page.last().map(encode_cursor)
+    } else {
+        None
+    };
+    Ok(Json(ListResponse {
+        items: page.into_iter().map(MemoryView::from).collect(),
+        next,
+    }))
+}
+
+#[derive(Serialize)]
+pub struct DetailResponse {
+    #[serde(flatten)]
+    memory: MemoryView,
+    /// The memories this one replaced, newest first.
+    history: Vec<MemoryView>,
+    /// How it was made and changed, oldest first.
+    provenance: Vec<ProvenanceView>,
+}
+
+#[derive(Serialize)]
+pub struct ProvenanceView {
+    id: Uuid,
+    layer: String,
+    event: String,
+    template: Option<shared::memory::TemplateRef>,
+    model: Option<String>,
+    input_message_ids: Vec<Uuid>,
+    sibling_ids: Vec<Uuid>,
+    detail: serde_json::Value,
+    started_at: DateTime<Utc>,
+    duration_ms: i64,
+}
+
+impl From<ProvenanceRecord> for ProvenanceView {
+    fn from(r: ProvenanceRecord) -> Self {
+        Self {
+            id: r.id,
+            layer: r.layer,
+            event: r.event,
+            template: r.template,
+            model: r.model,
+            input_message_ids: r.input_message_ids,
+            sibling_ids: r.sibling_ids,
+            detail: r.detail,
+            started_at: r.started_at,
+            duration_ms: r.duration_ms,
+        }
+    }
+}
+
+fn memory_id(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| ApiError::NotFound("memory not found".into()))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    TenantHeaders(headers): TenantHeaders,
+) -> Result<Json<DetailResponse>, ApiError> {
+    let tenant = tenant_from(&headers, None, None, None)?;
+    let id = memory_id(&id)?;
+    let store = &state.backends.memories;
+    let memory = store
+        .memories_by_id(&tenant, &[id])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::NotFound("memory not found".into()))?;
+    let history = store.memory_history(&tenant, id).await?;
+    let provenance = store.memory_provenance(&tenant, id).await?;
+    Ok(Json(DetailResponse {
+        memory: memory.into(),
+        history: history.into_iter().map(MemoryView::from).collect(),
+        provenance: provenance.into_iter().map(ProvenanceView::from).collect(),
+    }))
+}
+
+/// A user's correction. `scene` and `occurred_at` may be `null` to clear them.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchRequest {
+    content: Option<String>,
+    category: Option<String>,
+    priority: Option<u8>,
+    #[serde(default, deserialize_with = "present")]
+    scene: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    occurred_at: Option<Option<String>>,
+}
+
+/// Tells a field sent as `null` (`Some(None)`) from one left out (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+pub async fn patch(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    TenantHeaders(headers): TenantHeaders,
+    AppJson(body): AppJson<PatchRequest>,
+) -> Result<Json<MemoryView>, ApiError> {
+    let started = std::time::Instant::now();
+    let tenant = tenant_from(&headers, None, None, None)?;
+    let id = memory_id(&id)?;
+    let content = body.content.map(|c| c.trim().to_owned());
+    if let Some(content) = &content {
+        if content.is_empty() {
+            return Err(ApiError::Invalid("content: must not be empty".into()));
+        }
+        if content.chars().count() > MAX_CONTENT_CHARS {
+            return Err(ApiError::Invalid(format!(
+                "content: longer than {MAX_CONTENT_CHARS} characters"
+            )));
+        }
+    }
+    if body.priority.is_some_and(|p| p > MAX_PRIORITY) {
+        return Err(ApiError::Invalid(format!(
+            "priority: must be between 0 and {MAX_PRIORITY}"
+        )));
+    }
+    let patch = MemoryPatch {
+        // A correction is stored like any memory: secrets are masked first.
+        content: content.map(|c| shared::memory::redact::redact(&c).text.into_owned()),
+        category: body.category.as_deref().map(category).transpose()?,
+        priority: body.priority,
+        scene: body.scene,
+        occurred_at: body.occurred_at,
+    };
+    if patch == MemoryPatch::default() {
+        return Err(ApiError::Invalid("nothing to change: send at least one field".into()));
+    }
+    let store = &state.backends.memories;
+    let before = store
+        .memories_by_id(&tenant, &[id])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::NotFound("memory not found".into()))?;
+    let record = ProvenanceRecord {
+        id: Uuid::new_v4(),
+        memory_id: Some(id),
+        tenant: tenant.clone(),
+        session_id: before.session_id.clone(),
+        layer: LAYER_L1.to_owned(),
+        event: "correction".to_owned(),
+        template: None,
+        model: None,
+        input_message_ids: Vec::new(),
+        sibling_ids: Vec::new(),
+        detail: serde_json::json!({
+            "by": "user",
+            "before": {
+                "content": before.content,
+                "category": before.category,
+                "priority": before.priority,
+                "scene": before.scene,
+                "occurred_at": before.occurred_at,
+            },
+        }),
+        started_at: Utc::now(),
+        duration_ms: 0,
+    };
+    let updated = store
+        .patch_memory(&tenant, id, &patch, &record)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("memory not found".into()))?;
+    follow_in_index(&state).await;
+    let changed: Vec<&str> = [
+        ("content", patch.content.is_some()),
+        ("category", patch.category.is_some()),
+        ("priority", patch.priority.is_some()),
+        ("scene", patch.scene.is_some()),
+        ("occurred_at", patch.occurred_at.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(field, set)| set.then_some(field))
+    .collect();
+    super::audit::record(
+        &state,
+        super::audit::Audited {
+            actor: headers.actor(&tenant),
+            tenant,
+            action: "memory.update",
+            target: Some(id.to_string()),
+            outcome: "ok".to_owned(),
+            started,
+            detail: serde_json::json!({ "fields": changed }),
+        },
+    )
+    .await;
+    Ok(Json(updated.into()))
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    TenantHeaders(headers): TenantHeaders,
+) -> Result<StatusCode, ApiError> {
+    let tenant = tenant_from(&headers, None, None, None)?;
+    let id = memory_id(&id)?;
+    let started = std::time::Instant::now();
+    if !state.backends.memories.delete_memory(&tenant, id).await? {
+        return Err(ApiError::NotFound("memory not found".into()));
+    }
+    follow_in_index(&state).await;
+    super::audit::record(
+        &state,
+        super::audit::Audited {
+            actor: headers.actor(&tenant),
+            tenant,
+            action: "memory.delete",
+            target: Some(id.to_string()),
+            outcome: "ok".to_owned(),
+            started,
+            detail: serde_json::json!({}),
+        },
+    )
+    .await;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Applies the change to the index now, so that the next recall sees it. The change is
+/// already committed with its outbox entry; if this fails, the extract worker's sweep
+/// applies it.
+async fn follow_in_index(state: &AppState) {
+    if let Err(e) = state.memory_indexer.drain().await {
+        tracing::warn!(error = %error_chain(&e), "memory index update failed; the sweep will apply it");
+    }
+}

@@ -1,0 +1,289 @@
+//! When a session's turns are extracted (issue 4, "The scheduler"). State lives in the
+//! database (`extract_schedule` and the `extract` cursor), so a restart loses no schedule.
+//!
+//! - **Warm-up**: the first batch runs after 1 pending turn, the second after 2 more, the
+//!   third after 4 more, then every `steady_every` (default 5) turns. Early memories make
+//!   the second turn of a conversation already benefit from the first.
+//! - **Backlog acceleration**: while a full batch (or more) is pending, batches run back to
+//!   back.
+//! - **Idle flush**: a session with pending turns below the threshold is flushed once it has
+//!   been idle for `idle_flush` (60 s). Each new turn pushes the due-time back. The due-time is
+//!   a database row; the wake-up is a delayed `extract.due` event (RabbitMQ delay queue, or a
+//!   tokio timer in the embedded bus), and the sweep is the safety net for a lost one.
+//! - **Shutdown**: [`Scheduler::flush_all`] flushes every pending session within a deadline;
+//!   what it does not reach is found by the next start's sweep.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use uuid::Uuid;
+
+use super::pipeline::{MemoryIndexer, Pipeline, PipelineError};
+use crate::bus::{Event, EventBus};
+use crate::domain::Tenant;
+use crate::metrics;
+use crate::store::memory::EXTRACT_CONSUMER;
+use crate::store::TranscriptStore;
+
+use std::sync::Arc;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleSettings {
+    /// Turns between two batches after the warm-up.
+    pub steady_every: u32,
+    /// How long a session must be idle before its pending turns are flushed.
+    pub idle_flush: Duration,
+}
+
+impl Default for ScheduleSettings {
+    fn default() -> Self {
+        Self {
+            steady_every: 5,
+            idle_flush: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Pending turns needed to run the batch after `runs` batches (see the module docs).
+pub fn threshold(runs: i64, steady_every: u32) -> usize {
+    let steady = steady_every.max(1) as usize;
+    let warm_up = match runs {
+        i64::MIN..=0 => 1,
+        1 => 2,
+        2 => 4,
+        _ => steady,
+    };
+    warm_up.min(steady)
+}
+
+/// Why the scheduler looks at a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// New turns arrived: (re)arm the idle timer if a batch does not run.
+    NewTurns,
+    /// A timer fired or the sweep found the session: arm the timer only if none is set.
+    Check,
+    /// Extract everything pending now (shutdown).
+    Flush,
+}
+
+/// Sessions read per sweep query.
+const SWEEP_PAGE: u32 = 100;
+/// How long a run holds a session; renewed before every batch, so it only has to outlast one
+/// batch (an LLM call with its retries and repair).
+const LEASE: Duration = Duration::from_secs(600);
+/// When to look again at a session another run holds.
+const CONTENDED_RETRY: Duration = Duration::from_secs(2);
+
+fn lease_until() -> chrono::DateTime<Utc> {
+    Utc::now() + chrono::Duration::from_std(LEASE).unwrap_or(chrono::Duration::MAX)
+}
+
+/// How early a wake-up may come and still be re-armed rather than dropped.
+const EARLY_WAKE_UP: Duration = Duration::from_secs(5);
+
+#[derive(Clone)]
+pub struct Scheduler {
+    turns: Arc<dyn TranscriptStore>,
+    pipeline: Pipeline,
+    indexer: MemoryIndexer,
+    bus: Arc<dyn EventBus>,
+    settings: ScheduleSettings,
+}
+
+impl Scheduler {
+    pub fn new(
+        turns: Arc<dyn TranscriptStore>,
+        pipeline: Pipeline,
+        indexer: MemoryIndexer,
+        bus: Arc<dyn EventBus>,
+        settings: ScheduleSettings,
+    ) -> Self {
+        Self {
+            turns,
+            pipeline,
+            indexer,
+            bus,
+            settings,
+        }
+    }
+
+    pub fn indexer(&self) -> &MemoryIndexer {
+        &self.indexer
+    }
+
+    /// Runs the batches that are due for the session and returns how many ran; arms the idle
+    /// timer for what remains.
+    #[tracing::instrument(skip(self))]
+    pub async fn poll(&self, session_id: &str, trigger: Trigger) -> Result<usize, PipelineError> {
+        let memories = Arc::clone(self.pipeline.memories());
+        let (_, pending) = self.turns.pending_turns(EXTRACT_CONSUMER, session_id, 1).await?;
+        let Some(first) = pending.first() else { return Ok(0) };
+        let tenant = first.tenant.clone();
+        // One run per session at a time, across replicas: a second run would make the same LLM
+        // call only to lose the commit to the first.
+        let owner = Uuid::new_v4();
+        if !memories.claim_session(session_id, owner, lease_until()).await? {
+            ::metrics::counter!(metrics::EXTRACT_CONTENDED).increment(1);
+            // The holder may be past its last look at the session: look again shortly.
+            self.wake_later(session_id, &tenant, CONTENDED_RETRY).await;
+            return Ok(0);
+        }
+        let result = self.poll_claimed(session_id, trigger, owner).await;
+        if let Err(e) = memories.release_session(session_id, owner).await {
+            // The lease expires on its own.
+            tracing::warn!(session_id, error = %crate::runtime::error_chain(&e), "failed to release the extraction lease");
+        }
+        result
+    }
+
+    async fn poll_claimed(&self, session_id: &str, trigger: Trigger, owner: Uuid) -> Result<usize, PipelineError> {
+        let memories = Arc::clone(self.pipeline.memories());
+        let batch_turns = self.pipeline.settings().batch_turns;
+        let mut batches = 0;
+        let mut flushing = trigger == Trigger::Flush;
+        loop {
+            let (_, pending) = self
+                .turns
+                .pending_turns(EXTRACT_CONSUMER, session_id, batch_turns)
+                .await?;
+            let Some(last) = pending.last() else { break };
+            let tenant = last.tenant.clone();
+            let state = memories.schedule(session_id).await?;
+            let now = Utc::now();
+            let idle_due = state.idle_due_at.is_some_and(|due| due <= now);
+            // An idle flush empties the session, batch after batch.
+            flushing |= idle_due;
+            if flushing || pending.len() >= threshold(state.runs, self.settings.steady_every) {
+                // Renew the lease for this batch; a lost lease (it expired and another run
+                // took it) means that run goes on from here.
+                if !memories.claim_session(session_id, owner, lease_until()).await? {
+                    break;
+                }
+                match self.pipeline.run_batch(session_id).await? {
+                    Some(report) if report.raced => break,
+                    Some(_) => batches += 1,
+                    None => break,
+                }
+                continue;
+            }
+            let arm = match trigger {
+                Trigger::NewTurns => true,
+                Trigger::Check | Trigger::Flush => state.idle_due_at.is_none(),
+            };
+            if arm {
+                self.arm(session_id, &tenant, self.settings.idle_flush).await?;
+            } else if let Some(due) = state.idle_due_at {
+                // A wake-up a little early (clocks, broker TTL granularity): wake again when
+                // due. One that is far off was sent before a newer turn pushed the due-time
+                // back; that turn sent its own wake-up, so this one is dropped.
+                let remaining = (due - now).to_std().unwrap_or_default();
+                if trigger == Trigger::Check && remaining <= EARLY_WAKE_UP {
+                    self.wake_later(session_id, &tenant, remaining + Duration::from_millis(50))
+                        .await;
+                }
+            }
+            break;
+        }
+        if batches > 0 {
+            if let Err(e) = self.indexer.drain().await {
+                // The outbox keeps the work; the sweep applies it.
+                tracing::warn!(error = %crate::runtime::error_chain(&e), "memory index update failed; will retry");
+            }
+        }
+        Ok(batches)
+    }
+
+    async fn arm(&self, session_id: &str, tenant: &Tenant, after: Duration) -> Result<(), PipelineError> {
+        let due = Utc::now() + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX);
+        self.pipeline.memories().set_idle_due(session_id, due).await?;
+        self.wake_later(session_id, tenant, after).await;
+        Ok(())
+    }
+
+    async fn wake_later(&self, session_id: &str, tenant: &Tenant, after: Duration) {
+        let event = Event::ExtractDue {
+            tenant: tenant.clone(),
+            session_id: session_id.to_owned(),
+        };
+        if let Err(e) = self.bus.publish_delayed(&event, after).await {
+            // The due-time is stored; the sweep flushes the session when the event is missing.
+            tracing::warn!(session_id, error = %crate::runtime::error_chain(&e), "failed to publish the idle timer");
+        }
+    }
+
+    /// The safety net: applies the memory outbox, flushes sessions whose idle time is due and
+    /// looks at every session with pending turns (an event may have been lost). Returns how
+    /// many batches ran.
+    pub async fn sweep(&self) -> Result<usize, PipelineError> {
+        self.indexer.drain().await?;
+        let memories = Arc::clone(self.pipeline.memories());
+        let mut batches = 0;
+        for due in memories.due_sessions(Utc::now(), SWEEP_PAGE).await? {
+            batches += self.poll(&due.session_id, Trigger::Check).await?;
+        }
+        let backlog = self.turns.backlog(EXTRACT_CONSUMER, SWEEP_PAGE).await?;
+        for session in &backlog {
+            batches += self.poll(&session.session_id, Trigger::Check).await?;
+        }
+        match self.turns.lag(EXTRACT_CONSUMER).await {
+            Ok(lag) => {
+                ::metrics::gauge!(metrics::EXTRACT_LAG_TURNS).set(lag.turns as f64);
+                ::metrics::gauge!(metrics::EXTRACT_LAG_SESSIONS).set(lag.sessions as f64);
+            }
+            Err(e) => tracing::warn!(error = %crate::runtime::error_chain(&e), "failed to read the extraction lag"),
+        }
+        Ok(batches)
+    }
+
+    /// Extracts everything pending, session by session, until done or `deadline` has passed
+    /// (graceful shutdown). Returns how many batches ran.
+    pub async fn flush_all(&self, deadline: Duration) -> usize {
+        let started = Instant::now();
+        let mut batches = 0;
+        let work = async {
+            loop {
+                let backlog = self.turns.backlog(EXTRACT_CONSUMER, SWEEP_PAGE).await?;
+                if backlog.is_empty() {
+                    return Ok::<(), PipelineError>(());
+                }
+                let mut progressed = false;
+                for session in &backlog {
+                    let ran = self.poll(&session.session_id, Trigger::Flush).await?;
+                    progressed |= ran > 0;
+                    batches += ran;
+                }
+                if !progressed {
+                    return Ok(());
+                }
+            }
+        };
+        match tokio::time::timeout(deadline, work).await {
+            Ok(Ok(())) => tracing::info!(
+                batches,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "flushed pending extraction"
+            ),
+            Ok(Err(e)) => {
+                tracing::warn!(batches, error = %crate::runtime::error_chain(&e), "shutdown flush failed; the next start catches up")
+            }
+            Err(_) => tracing::warn!(batches, "shutdown flush ran out of time; the next start catches up"),
+        }
+        batches
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warm_up_runs_after_one_two_four_then_steady() {
+        let thresholds: Vec<usize> = (0..6).map(|runs| threshold(runs, 5)).collect();
+        assert_eq!(thresholds, [1, 2, 4, 5, 5, 5]);
+        assert_eq!(threshold(7, 8), 8);
+        // A steady value below the warm-up wins.
+        assert_eq!(threshold(2, 3), 3);
+        assert_eq!(threshold(5, 0), 1);
+    }
+}

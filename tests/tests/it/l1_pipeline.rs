@@ -1,0 +1,432 @@
+//! The L1 pipeline's failure paths against real Postgres and Qdrant Edge, with the rules
+//! engines: racing workers, a crash before the commit, an index outage during dedup and after
+//! the commit. Nothing accepted is lost; nothing is written twice.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use integration_tests::app::tenant;
+use integration_tests::pg::TestDb;
+use shared::bus::LocalBus;
+use shared::domain::{NewTurn, SessionId, Tenant};
+use shared::index::{EdgeIndex, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex};
+use shared::memory::pipeline::{MemoryIndexer, Pipeline, PipelineSettings};
+use shared::memory::rules::{RulesExtractor, RulesJudge};
+use shared::memory::schedule::{ScheduleSettings, Scheduler};
+use shared::memory::MemoryStatus;
+use shared::store::memory::{
+    BatchCommit, CommitOutcome, DueSession, MemoryCursor, MemoryFilter, MemoryPatch, MemoryStore, OutboxEntry,
+    ProvenanceRecord, ScheduleState,
+};
+use shared::store::{PostgresStore, StoreError, StoreResult, TranscriptStore};
+use uuid::Uuid;
+
+/// An index that can be switched down, for reads, writes or both.
+struct Switchable {
+    inner: Arc<dyn SearchIndex>,
+    reads_down: AtomicBool,
+    writes_down: AtomicBool,
+}
+
+impl Switchable {
+    fn new(inner: Arc<dyn SearchIndex>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            reads_down: AtomicBool::new(false),
+            writes_down: AtomicBool::new(false),
+        })
+    }
+}
+
+fn refused() -> IndexError {
+    IndexError::Unavailable("connection refused".into())
+}
+
+#[async_trait]
+impl SearchIndex for Switchable {
+    async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
+        if self.writes_down.load(Ordering::SeqCst) {
+            return Err(refused());
+        }
+        self.inner.upsert(points).await
+    }
+    async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>> {
+        if self.reads_down.load(Ordering::SeqCst) {
+            return Err(refused());
+        }
+        self.inner.search(query).await
+    }
+    async fn scope_ids(
+        &self,
+        tenant: &Tenant,
+        kind: PointKind,
+        session_id: Option<&str>,
+        limit: usize,
+    ) -> IndexResult<Vec<Uuid>> {
+        self.inner.scope_ids(tenant, kind, session_id, limit).await
+    }
+    fn dense_dimension(&self) -> Option<usize> {
+        self.inner.dense_dimension()
+    }
+    fn created(&self) -> bool {
+        self.inner.created()
+    }
+    async fn delete(&self, ids: &[Uuid]) -> IndexResult<()> {
+        if self.writes_down.load(Ordering::SeqCst) {
+            return Err(refused());
+        }
+        self.inner.delete(ids).await
+    }
+    async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64> {
+        self.inner.count(tenant, kind).await
+    }
+    async fn ping(&self) -> IndexResult<()> {
+        self.inner.ping().await
+    }
+}
+
+/// A memory store whose next `fail_commits` commits fail as if the process died before the
+/// transaction committed.
+struct Crashing {
+    inner: Arc<PostgresStore>,
+    fail_commits: AtomicUsize,
+}
+
+#[async_trait]
+impl MemoryStore for Crashing {
+    async fn commit_batch(&self, commit: &BatchCommit) -> StoreResult<CommitOutcome> {
+        if self
+            .fail_commits
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(StoreError::Unavailable("connection reset before COMMIT".into()));
+        }
+        self.inner.commit_batch(commit).await
+    }
+    async fn record_provenance(&self, records: &[ProvenanceRecord]) -> StoreResult<()> {
+        self.inner.record_provenance(records).await
+    }
+    async fn memories_by_id(&self, tenant: &Tenant, ids: &[Uuid]) -> StoreResult<Vec<shared::memory::Memory>> {
+        self.inner.memories_by_id(tenant, ids).await
+    }
+    async fn list_memories(
+        &self,
+        tenant: &Tenant,
+        filter: &MemoryFilter,
+        after: Option<MemoryCursor>,
+        limit: u32,
+    ) -> StoreResult<Vec<shared::memory::Memory>> {
+        self.inner.list_memories(tenant, filter, after, limit).await
+    }
+    async fn memory_history(&self, tenant: &Tenant, id: Uuid) -> StoreResult<Vec<shared::memory::Memory>> {
+        self.inner.memory_history(tenant, id).await
+    }
+    async fn memory_provenance(&self, tenant: &Tenant, id: Uuid) -> StoreResult<Vec<ProvenanceRecord>> {
+        self.inner.memory_provenance(tenant, id).await
+    }
+    async fn patch_memory(
+        &self,
+        tenant: &Tenant,
+        id: Uuid,
+        patch: &MemoryPatch,
+        record: &ProvenanceRecord,
+    ) -> StoreResult<Option<shared::memory::Memory>> {
+        self.inner.patch_memory(tenant, id, patch, record).await
+    }
+    async fn delete_memory(&self, tenant: &Tenant, id: Uuid) -> StoreResult<bool> {
+        self.inner.delete_memory(tenant, id).await
+    }
+    async fn outbox(&self, limit: u32) -> StoreResult<Vec<OutboxEntry>> {
+        self.inner.outbox(limit).await
+    }
+    async fn requeue_all(&self) -> StoreResult<u64> {
+        self.inner.requeue_all().await
+    }
+    async fn clear_outbox(&self, seqs: &[i64]) -> StoreResult<()> {
+        self.inner.clear_outbox(seqs).await
+    }
+    async fn schedule(&self, session_id: &str) -> StoreResult<ScheduleState> {
+        self.inner.schedule(session_id).await
+    }
+    async fn set_idle_due(&self, session_id: &str, due: chrono::DateTime<chrono::Utc>) -> StoreResult<()> {
+        self.inner.set_idle_due(session_id, due).await
+    }
+    async fn claim_session(
+        &self,
+        session_id: &str,
+        owner: Uuid,
+        until: chrono::DateTime<chrono::Utc>,
+    ) -> StoreResult<bool> {
+        self.inner.claim_session(session_id, owner, until).await
+    }
+    async fn release_session(&self, session_id: &str, owner: Uuid) -> StoreResult<()> {
+        self.inner.release_session(session_id, owner).await
+    }
+    async fn due_sessions(&self, now: chrono::DateTime<chrono::Utc>, limit: u32) -> StoreResult<Vec<DueSession>> {
+        self.inner.due_sessions(now, limit).await
+    }
+    async fn recent_failures(&self, limit: u32) -> StoreResult<Vec<ProvenanceRecord>> {
+        self.inner.recent_failures(limit).await
+    }
+    async fn count_memories(&self, tenant: &Tenant, status: MemoryStatus) -> StoreResult<i64> {
+        self.inner.count_memories(tenant, status).await
+    }
+}
+
+struct Fixture {
+    store: Arc<PostgresStore>,
+    index: Arc<Switchable>,
+    _db: TestDb,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture() -> Fixture {
+    let db = TestDb::create().await;
+    let store = Arc::new(db.store().await);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let edge = EdgeIndex::open(&dir.path().join("index"), 1_000, None).expect("open index");
+    Fixture {
+        store,
+        index: Switchable::new(Arc::new(edge)),
+        _db: db,
+        _dir: dir,
+    }
+}
+
+fn pipeline(turns: Arc<PostgresStore>, memories: Arc<dyn MemoryStore>, index: Arc<Switchable>) -> Pipeline {
+    Pipeline::new(
+        turns,
+        memories,
+        index,
+        None,
+        Arc::new(RulesExtractor::new()),
+        Arc::new(RulesJudge::new()),
+        PipelineSettings::default(),
+    )
+}
+
+const FACTS: [&str; 4] = [
+    "I am a database administrator.",
+    "I prefer PostgreSQL over MySQL.",
+    "Never restart the primary during business hours.",
+    "Our staging cluster runs in Frankfurt.",
+];
+
+async fn append_facts(store: &PostgresStore, t: &Tenant, session: &str) {
+    let session = SessionId::parse(session).unwrap();
+    let turns: Vec<NewTurn> = FACTS
+        .iter()
+        .map(|f| NewTurn::new("user", f, None, None, None).unwrap())
+        .collect();
+    store.append(t, &session, &turns).await.expect("append");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_workers_write_each_memory_once() {
+    let f = fixture().await;
+    let t = tenant();
+    append_facts(&f.store, &t, "s1").await;
+    let a = pipeline(f.store.clone(), f.store.clone(), f.index.clone());
+    let b = pipeline(f.store.clone(), f.store.clone(), f.index.clone());
+    let (ra, rb) = tokio::join!(a.run_batch("s1"), b.run_batch("s1"));
+    let (ra, rb) = (
+        ra.expect("run a").expect("a batch"),
+        rb.expect("run b").expect("a batch"),
+    );
+    assert!(ra.raced ^ rb.raced, "exactly one run commits: {ra:?} {rb:?}");
+    let count = f.store.count_memories(&t, MemoryStatus::Active).await.unwrap();
+    assert_eq!(count as usize, FACTS.len(), "no memory written twice");
+    assert!(a.run_batch("s1").await.unwrap().is_none(), "nothing is left pending");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_before_the_commit_redoes_the_batch_once() {
+    let f = fixture().await;
+    let t = tenant();
+    append_facts(&f.store, &t, "s1").await;
+    let crashing = Arc::new(Crashing {
+        inner: f.store.clone(),
+        fail_commits: AtomicUsize::new(1),
+    });
+    let p = pipeline(f.store.clone(), crashing, f.index.clone());
+    let error = p.run_batch("s1").await.expect_err("the commit fails");
+    assert!(error.is_retryable(), "a crash is retried, never given up: {error:?}");
+    assert_eq!(f.store.count_memories(&t, MemoryStatus::Active).await.unwrap(), 0);
+    let report = p.run_batch("s1").await.expect("retry").expect("a batch");
+    assert_eq!(report.added, FACTS.len());
+    let again = p.run_batch("s1").await.expect("redelivery");
+    assert!(again.is_none(), "a redelivered event finds nothing to do");
+    assert_eq!(
+        f.store.count_memories(&t, MemoryStatus::Active).await.unwrap() as usize,
+        FACTS.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_index_outage_loses_no_memory() {
+    let f = fixture().await;
+    let t = tenant();
+    // Dedup cannot read candidates and the index cannot be written: the batch still commits.
+    f.index.reads_down.store(true, Ordering::SeqCst);
+    f.index.writes_down.store(true, Ordering::SeqCst);
+    append_facts(&f.store, &t, "s1").await;
+    let scheduler = Scheduler::new(
+        f.store.clone(),
+        pipeline(f.store.clone(), f.store.clone(), f.index.clone()),
+        MemoryIndexer::new(f.store.clone(), f.index.clone(), None),
+        Arc::new(LocalBus::default()),
+        ScheduleSettings::default(),
+    );
+    scheduler
+        .poll("s1", shared::memory::schedule::Trigger::NewTurns)
+        .await
+        .expect("extraction does not need the index");
+    assert_eq!(
+        f.store.count_memories(&t, MemoryStatus::Active).await.unwrap() as usize,
+        FACTS.len(),
+        "every card is stored when dedup cannot run"
+    );
+    let memory = &f
+        .store
+        .list_memories(&t, &MemoryFilter::default(), None, 1)
+        .await
+        .unwrap()[0];
+    let provenance = f.store.memory_provenance(&t, memory.id).await.unwrap();
+    let warnings = provenance[0].detail["warnings"].to_string();
+    assert!(
+        warnings.contains("index failed"),
+        "the degraded dedup is recorded: {warnings}"
+    );
+    assert_eq!(f.index.count(&t, PointKind::Memory).await.unwrap(), 0);
+    assert!(
+        !f.store.outbox(100).await.unwrap().is_empty(),
+        "the index work waits in the outbox"
+    );
+    assert!(
+        scheduler.sweep().await.is_err(),
+        "the sweep fails while the index is down"
+    );
+
+    f.index.reads_down.store(false, Ordering::SeqCst);
+    f.index.writes_down.store(false, Ordering::SeqCst);
+    scheduler.sweep().await.expect("sweep after the outage");
+    assert_eq!(
+        f.index.count(&t, PointKind::Memory).await.unwrap() as usize,
+        FACTS.len(),
+        "the outbox brought the index up to date"
+    );
+    assert!(f.store.outbox(100).await.unwrap().is_empty());
+}
+
+/// Removing the index directory loses no memory: the new, empty index gets every active
+/// memory again (as it gets every turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_index_gets_every_memory_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let env: std::collections::HashMap<String, String> = [
+        ("DATA_DIR", dir.path().join("data").display().to_string()),
+        ("EMBEDDING", "none".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let settings = shared::config::Settings::from_map(&env).expect("settings");
+    let t = tenant();
+    {
+        let backends = shared::backends::Backends::connect(&settings).await.expect("connect");
+        let session = SessionId::parse("s1").unwrap();
+        let turn = NewTurn::new("user", "I am the on-call engineer this week.", None, None, None).unwrap();
+        backends.store.append(&t, &session, &[turn]).await.unwrap();
+        let scheduler = backends.extract_scheduler(&settings).expect("scheduler");
+        scheduler
+            .poll("s1", shared::memory::schedule::Trigger::Flush)
+            .await
+            .expect("extract");
+        assert_eq!(backends.index.count(&t, PointKind::Memory).await.unwrap(), 1);
+    }
+    std::fs::remove_dir_all(dir.path().join("data").join("index")).expect("remove the index");
+    let backends = shared::backends::Backends::connect(&settings).await.expect("reconnect");
+    assert!(backends.index.created());
+    assert_eq!(backends.index.count(&t, PointKind::Memory).await.unwrap(), 0);
+    let scheduler = backends.extract_scheduler(&settings).expect("scheduler");
+    scheduler.sweep().await.expect("sweep");
+    assert_eq!(
+        backends.index.count(&t, PointKind::Memory).await.unwrap(),
+        1,
+        "the memory is back in the new index"
+    );
+}
+
+/// Two schedulers (two worker replicas) woken for the same session at once: one runs the
+/// batch, the other sees the lease and does not start a second run (in LLM mode, a second LLM
+/// call for a batch the first will commit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_polls_of_a_session_run_one_batch() {
+    let f = fixture().await;
+    let t = tenant();
+    append_facts(&f.store, &t, "s1").await;
+    // A slow engine (like an LLM call): both polls are inside it at once unless one waits.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let slow = Pipeline::new(
+        f.store.clone(),
+        f.store.clone(),
+        f.index.clone(),
+        None,
+        Arc::new(Slow(RulesExtractor::new(), calls.clone())),
+        Arc::new(RulesJudge::new()),
+        PipelineSettings::default(),
+    );
+    let scheduler = || {
+        Scheduler::new(
+            f.store.clone(),
+            slow.clone(),
+            MemoryIndexer::new(f.store.clone(), f.index.clone(), None),
+            Arc::new(LocalBus::default()),
+            ScheduleSettings::default(),
+        )
+    };
+    let (a, b) = (scheduler(), scheduler());
+    let trigger = shared::memory::schedule::Trigger::NewTurns;
+    let (ra, rb) = tokio::join!(a.poll("s1", trigger), b.poll("s1", trigger));
+    assert_eq!(ra.unwrap() + rb.unwrap(), 1, "exactly one run extracted the batch");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the engine was called once, not once per run"
+    );
+    assert_eq!(
+        f.store.count_memories(&t, MemoryStatus::Active).await.unwrap() as usize,
+        FACTS.len()
+    );
+    // The lease was released: the next poll is free to run.
+    let more = SessionId::parse("s1").unwrap();
+    f.store
+        .append(
+            &t,
+            &more,
+            &[NewTurn::new("user", "I prefer vim.", None, None, None).unwrap()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.poll("s1", shared::memory::schedule::Trigger::Flush).await.unwrap(), 1);
+}
+
+/// The rules extractor, 300 ms slower, counting its calls.
+struct Slow(RulesExtractor, Arc<AtomicUsize>);
+
+#[async_trait]
+impl shared::memory::CardExtractor for Slow {
+    fn mode(&self) -> &'static str {
+        "slow"
+    }
+    async fn extract(
+        &self,
+        batch: &shared::memory::Batch,
+    ) -> Result<shared::memory::Extraction, shared::memory::EngineError> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        self.0.extract(batch).await
+    }
+}
