@@ -9,8 +9,10 @@
 //!
 //! # Embeddings
 //! With an embedder, each turn's point also carries a dense vector, computed here, off the
-//! ingest path. If the provider is unavailable the batch fails and is retried (the turns wait,
-//! rather than being indexed without a vector they would never get). If it refuses a batch
+//! ingest path. Both channels' texts are shaped by `retrieval::text` (date tags for BM25, the
+//! previous turn before a terse user answer for the vector). If the provider is unavailable
+//! the batch fails and is retried (the turns wait, rather than being indexed without a vector
+//! they would never get). If it refuses a batch
 //! for good, the turns are indexed for keyword search alone and
 //! `sediment_embedding_skipped_turns_total` counts them: a poison batch must not stop the
 //! session's indexing forever.
@@ -19,10 +21,11 @@ use std::sync::Arc;
 
 use chrono::Utc;
 
-use crate::domain::StoredTurn;
+use crate::domain::{SessionId, StoredTurn};
 use crate::embed::{EmbedError, Embedder};
 use crate::index::{IndexError, IndexPoint, PointKind, SearchIndex};
 use crate::metrics;
+use crate::retrieval::{self, TurnFields};
 use crate::store::{StoreError, TranscriptStore, INDEX_CONSUMER};
 
 #[derive(Debug, thiserror::Error)]
@@ -47,15 +50,18 @@ impl IndexerError {
 
 /// Sessions read per sweep query.
 const SWEEP_PAGE: u32 = 100;
-/// Longest text given to the embedder, in code points. Sentence models read a few hundred
-/// tokens at most (all-MiniLM-L6-v2: 256), and remote providers bill by the token.
-const EMBED_MAX_CHARS: usize = 2_000;
+/// What a turn is indexed under, per channel; see `retrieval::text` for why.
+fn fields(turn: &StoredTurn) -> TurnFields<'_> {
+    TurnFields {
+        role: turn.role,
+        content: &turn.content,
+        created_at: turn.created_at,
+    }
+}
 
-/// The text a turn's dense vector is computed from: its content alone, cut to
-/// `EMBED_MAX_CHARS` on a character boundary. The retrieval benchmark (`tests/QUALITY.md`)
-/// found that adding the speaker, the date or the previous turn lowers semantic recall.
-pub fn embedding_text(turn: &StoredTurn) -> String {
-    turn.content.chars().take(EMBED_MAX_CHARS).collect()
+/// The text a turn's dense vector is computed from, given the content of the turn before it.
+pub fn embedding_text(turn: &StoredTurn, previous: Option<&str>) -> String {
+    retrieval::dense_text(fields(turn), previous)
 }
 
 #[derive(Clone)]
@@ -87,7 +93,21 @@ impl Indexer {
         let Some(embedder) = &self.embedder else {
             return Ok(vec![None; turns.len()]);
         };
-        let texts: Vec<String> = turns.iter().map(embedding_text).collect();
+        let before_batch = match turns.first() {
+            Some(first) => self.turn_before(first).await?,
+            None => None,
+        };
+        let texts: Vec<String> = turns
+            .iter()
+            .enumerate()
+            .map(|(i, turn)| {
+                let previous = match i.checked_sub(1) {
+                    Some(p) => Some(turns[p].content.as_str()),
+                    None => before_batch.as_ref().map(|t| t.content.as_str()),
+                };
+                embedding_text(turn, previous)
+            })
+            .collect();
         match embedder.embed(&texts).await {
             Ok(vectors) => Ok(vectors.into_iter().map(Some).collect()),
             Err(e) if !e.is_retryable() => {
@@ -101,6 +121,21 @@ impl Indexer {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The turn before `first` in its session, when `first` needs it for its dense text (the
+    /// turns of a batch bring their own predecessors, except the first).
+    async fn turn_before(&self, first: &StoredTurn) -> Result<Option<StoredTurn>, IndexerError> {
+        if first.seq <= 1 || !retrieval::text::needs_previous(fields(first)) {
+            return Ok(None);
+        }
+        // Ids in the store were validated on append; one that no longer parses has no
+        // predecessor worth failing the batch for.
+        let Ok(session) = SessionId::parse(&first.session_id) else {
+            return Ok(None);
+        };
+        let mut before = self.store.list(&first.tenant, &session, first.seq - 2, 1).await?;
+        Ok(before.pop().filter(|t| t.seq == first.seq - 1))
     }
 
     /// Indexes every turn of the session past the cursor and returns how many it indexed.
@@ -124,7 +159,7 @@ impl Indexer {
                     kind: PointKind::Turn,
                     tenant: turn.tenant.clone(),
                     session_id: turn.session_id.clone(),
-                    text: turn.content.clone(),
+                    text: retrieval::keyword_text(fields(turn)),
                     dense,
                 })
                 .collect();

@@ -3,6 +3,10 @@
 //!
 //! The store is asked again with the caller's tenant, so even an index that returned a foreign
 //! id could not leak another tenant's turn.
+//!
+//! Each channel gets its own rewrite of the caller's text (`retrieval::query`): the keyword
+//! channel without question words and with date tags, the semantic one with dates spelled out.
+//! Both L0 turns and L1 memories are searched with them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +14,7 @@ use std::sync::Arc;
 use crate::domain::{SessionId, StoredTurn, Tenant};
 use crate::embed::{EmbedError, Embedder};
 use crate::index::{Fusion, IndexError, IndexHit, IndexQuery, PointKind, SearchIndex, Strategy};
+use crate::retrieval::QueryText;
 use crate::store::{StoreError, TranscriptStore};
 
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +103,7 @@ impl ConversationSearch {
                 Strategy::Keyword | Strategy::Hybrid => Ok(QueryVector::NotNeeded),
             };
         };
-        match embedder.embed(&[text.to_owned()]).await {
+        match embedder.embed(&[rewrite(text).dense]).await {
             Ok(mut vectors) => match vectors.pop() {
                 Some(vector) if vectors.is_empty() => Ok(QueryVector::Dense(vector)),
                 Some(_) | None => Err(SearchError::Embed(EmbedError::Backend(
@@ -118,6 +123,17 @@ impl ConversationSearch {
         query: &ConversationQuery,
         vector: &QueryVector,
     ) -> Result<(Vec<IndexHit>, Strategy), SearchError> {
+        self.kind_hits(PointKind::Turn, tenant, query, vector).await
+    }
+
+    /// [`index_hits`](Self::index_hits) over the points of `kind` (L0 turns or L1 memories).
+    pub async fn kind_hits(
+        &self,
+        kind: PointKind,
+        tenant: &Tenant,
+        query: &ConversationQuery,
+        vector: &QueryVector,
+    ) -> Result<(Vec<IndexHit>, Strategy), SearchError> {
         let dense = match vector {
             QueryVector::Dense(v) => Some(v.clone()),
             QueryVector::NotNeeded | QueryVector::Failed(_) => None,
@@ -130,9 +146,9 @@ impl ConversationSearch {
             .index
             .search(&IndexQuery {
                 tenant: tenant.clone(),
-                kind: PointKind::Turn,
+                kind,
                 session_id: query.session.as_ref().map(|s| s.as_str().to_owned()),
-                text: query.text.clone(),
+                text: rewrite(&query.text).keyword,
                 dense,
                 strategy,
                 fusion: self.fusion,
@@ -151,14 +167,23 @@ impl ConversationSearch {
         query: &ConversationQuery,
         hits: &mut Vec<IndexHit>,
     ) -> Result<(), SearchError> {
+        self.complete_small_kind_scope(PointKind::Turn, tenant, query, hits)
+            .await
+    }
+
+    /// [`complete_small_scope`](Self::complete_small_scope) over the points of `kind`.
+    pub async fn complete_small_kind_scope(
+        &self,
+        kind: PointKind,
+        tenant: &Tenant,
+        query: &ConversationQuery,
+        hits: &mut Vec<IndexHit>,
+    ) -> Result<(), SearchError> {
         if hits.len() >= query.limit {
             return Ok(());
         }
         let session = query.session.as_ref().map(|s| s.as_str());
-        let ids = self
-            .index
-            .scope_ids(tenant, PointKind::Turn, session, query.limit + 1)
-            .await?;
+        let ids = self.index.scope_ids(tenant, kind, session, query.limit + 1).await?;
         if ids.len() > query.limit {
             return Ok(());
         }
@@ -209,4 +234,9 @@ impl ConversationSearch {
             degraded,
         })
     }
+}
+
+/// The texts the channels run for `text`, with dates resolved against today (UTC).
+fn rewrite(text: &str) -> QueryText {
+    QueryText::new(text, chrono::Utc::now().date_naive())
 }

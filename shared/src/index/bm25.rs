@@ -6,10 +6,46 @@
 //! stopwords and the English stemmer are the library defaults. Every backend indexes and queries
 //! with these vectors, so changing the configuration here means re-indexing everything.
 //!
+//! The tokenizer skips every token without a letter, so numbers alone ("8080", "2024",
+//! "10.0.0.12") would be unsearchable. Before tokenizing, each number that does not follow a
+//! letter or digit gets a letter in front (`8080` → `n8080`), in documents and queries alike, so
+//! ports, years, ticket numbers and versions match. [`TEXT_VERSION`] names this analysis: an index
+//! built with another one must be rebuilt, since its vectors would not match the queries'.
+//!
 //! Pure CPU work, no I/O; `Bm25` is `Send + Sync` and cheap to share behind an `Arc`.
+
+use std::borrow::Cow;
 
 use qdrant_edge::bm25_embed::{EdgeBm25, EdgeBm25Config};
 use qdrant_edge::TokenizerType;
+
+/// The version of the text analysis below, and of the text turns are indexed under
+/// (`retrieval::text::keyword_text`); bump it with any change that alters vectors. "3": turns
+/// carry date tags and their role.
+pub const TEXT_VERSION: &str = "3";
+
+/// The letter put before a number so that the tokenizer keeps it.
+const NUMBER_MARK: char = 'n';
+
+/// Puts [`NUMBER_MARK`] before every run of ASCII digits that does not follow an ASCII letter or
+/// digit (`port 8080` → `port n8080`, `2024年3月` → `n2024年n3月`; `v2` and `x86` are left alone).
+fn mark_numbers(text: &str) -> Cow<'_, str> {
+    let mut previous: Option<char> = None;
+    let needs_mark =
+        |previous: Option<char>, c: char| c.is_ascii_digit() && !previous.is_some_and(|p| p.is_ascii_alphanumeric());
+    if !text.chars().any(|c| c.is_ascii_digit()) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if needs_mark(previous, c) {
+            out.push(NUMBER_MARK);
+        }
+        out.push(c);
+        previous = Some(c);
+    }
+    Cow::Owned(out)
+}
 
 /// A sparse vector: parallel `indices` (token ids, unique) and `values` (weights).
 ///
@@ -51,12 +87,12 @@ impl Bm25 {
 
     /// Embeds a document's text: term-frequency weights, normalized by length.
     pub fn embed_document(&self, text: &str) -> SparseVector {
-        convert(self.model.embed_document(text))
+        convert(self.model.embed_document(&mark_numbers(text)))
     }
 
     /// Embeds a query's text: unit weight per distinct token. Empty when no token is left.
     pub fn embed_query(&self, text: &str) -> SparseVector {
-        convert(self.model.embed_query(text))
+        convert(self.model.embed_query(&mark_numbers(text)))
     }
 }
 
@@ -88,6 +124,37 @@ mod tests {
         let document = bm25.embed_document("请检查订单表的索引");
         assert!(!query.is_empty());
         assert!(shares_a_token(&query, &document), "{query:?} vs {document:?}");
+    }
+
+    #[test]
+    fn numbers_alone_are_searchable() {
+        let bm25 = Bm25::new();
+        let document = bm25.embed_document("the gateway listens on port 8080 since 2024年3月, see ticket #4521");
+        for query in ["8080", "2024", "4521", "port 8080"] {
+            let query = bm25.embed_query(query);
+            assert!(!query.is_empty(), "a number alone is a query");
+            assert!(shares_a_token(&query, &document), "{query:?} vs {document:?}");
+        }
+        assert!(!shares_a_token(&bm25.embed_query("9090"), &document));
+        assert!(
+            shares_a_token(&bm25.embed_query("3月"), &document),
+            "a number after a CJK character"
+        );
+        // Tokens that had a letter keep matching as before.
+        assert!(shares_a_token(
+            &bm25.embed_query("v2"),
+            &bm25.embed_document("upgrade to v2 today")
+        ));
+    }
+
+    #[test]
+    fn only_numbers_not_after_a_letter_are_marked() {
+        assert_eq!(mark_numbers("no digits here"), "no digits here");
+        assert_eq!(
+            mark_numbers("port 8080, v2, x86 and 3.5"),
+            "port n8080, v2, x86 and n3.n5"
+        );
+        assert_eq!(mark_numbers("2024年3月"), "n2024年n3月");
     }
 
     #[test]

@@ -59,7 +59,7 @@ use uuid::Uuid;
 
 use super::{
     check_dense, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult,
-    PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
+    PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS, TEXT_VERSION,
 };
 use crate::domain::Tenant;
 use crate::runtime::error_chain;
@@ -76,6 +76,8 @@ pub const DEFAULT_INDEXING_THRESHOLD_KB: usize = 500;
 const EDGE_CONFIG_FILE: &str = "edge_config.json";
 /// Our exclusive lock on the directory.
 const LOCK_FILE: &str = "sediment.lock";
+/// Records the BM25 text analysis ([`TEXT_VERSION`]) the shard's vectors were made with.
+const TEXT_VERSION_FILE: &str = "sediment-text-version";
 /// How long `open` waits for a previous holder of the directory lock (e.g. a dropped
 /// `EdgeIndex` whose background optimizer run is still finishing).
 const LOCK_WAIT: Duration = Duration::from_secs(30);
@@ -166,7 +168,18 @@ impl EdgeIndex {
         std::fs::create_dir_all(dir).map_err(|e| IndexError::Unavailable(Box::new(e)))?;
         let dir_lock = lock_dir(dir)?;
 
-        let created = !dir.join(EDGE_CONFIG_FILE).exists();
+        let mut created = !dir.join(EDGE_CONFIG_FILE).exists();
+        if !created && !text_version_matches(dir)? {
+            // The index is derived data: rebuilding it from the store is always safe, and its
+            // keyword vectors no longer match what queries compute.
+            tracing::warn!(
+                dir = %dir.display(),
+                version = TEXT_VERSION,
+                "the index was built with another text analysis: rebuilding it from the store"
+            );
+            clear_shard(dir)?;
+            created = true;
+        }
         let shard = if created {
             EdgeShard::new(dir, shard_config(optimizers, dense_dimension))
         } else {
@@ -174,6 +187,10 @@ impl EdgeIndex {
         }
         .map_err(backend)?;
         check_config(dir, &shard.config(), dense_dimension)?;
+        if created {
+            std::fs::write(dir.join(TEXT_VERSION_FILE), TEXT_VERSION)
+                .map_err(|e| IndexError::Unavailable(Box::new(e)))?;
+        }
 
         let inner = Inner {
             shard: Some(shard),
@@ -303,7 +320,9 @@ impl Inner {
             };
             let detail = panic_detail(&*panic);
             if detail != FLUSH_CONTENDED || attempt == FLUSH_ATTEMPTS {
-                return Err(IndexError::Backend(
+                // Retryable: the update is in the WAL and re-applying it is idempotent; the
+                // failures seen are transient (a segment the optimizer just replaced).
+                return Err(IndexError::Unavailable(
                     format!("edge shard flush panicked: {detail}").into(),
                 ));
             }
@@ -608,6 +627,34 @@ fn backend(error: qdrant_edge::OperationError) -> IndexError {
 }
 
 /// Takes the exclusive lock on `dir`, waiting up to `LOCK_WAIT` for a previous holder.
+/// Whether the shard in `dir` was built with this build's text analysis. A shard from before
+/// the version was recorded has no file and does not match.
+fn text_version_matches(dir: &Path) -> IndexResult<bool> {
+    match std::fs::read_to_string(dir.join(TEXT_VERSION_FILE)) {
+        Ok(found) => Ok(found.trim() == TEXT_VERSION),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(IndexError::Unavailable(Box::new(e))),
+    }
+}
+
+/// Removes the shard's files from `dir`, keeping our lock file (we hold it).
+fn clear_shard(dir: &Path) -> IndexResult<()> {
+    let io = |e: std::io::Error| IndexError::Unavailable(Box::new(e));
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        if entry.file_name() == LOCK_FILE {
+            continue;
+        }
+        let path = entry.path();
+        if entry.file_type().map_err(io)?.is_dir() {
+            std::fs::remove_dir_all(&path).map_err(io)?;
+        } else {
+            std::fs::remove_file(&path).map_err(io)?;
+        }
+    }
+    Ok(())
+}
+
 fn lock_dir(dir: &Path) -> IndexResult<File> {
     let file = File::options()
         .create(true)

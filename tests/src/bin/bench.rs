@@ -16,6 +16,7 @@
 //! load measures the index) and times `POST /v1/recall` per strategy. `keyword` involves no
 //! embedding; `semantic` and `hybrid` include one round trip to the local fake endpoint (a
 //! fraction of a millisecond). The local model's own query time is measured by `bench_embed`.
+//! `BENCH_RECALL_ITEMS=10000` stops after 10k turns.
 
 use std::time::{Duration, Instant};
 
@@ -214,7 +215,12 @@ async fn load(app: &TestApp, t: &shared::domain::Tenant, from: usize, to: usize)
 async fn recall(app: &TestApp) {
     let t = tenant();
     let mut loaded = 0;
-    for items in [10_000, 100_000] {
+    // `BENCH_RECALL_ITEMS=10000` stops after the first size, for a quick before/after.
+    let most: usize = std::env::var("BENCH_RECALL_ITEMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    for items in [10_000, 100_000].into_iter().filter(|&n| n <= most.max(10_000)) {
         load(app, &t, loaded, items).await;
         loaded = items;
         for strategy in ["keyword", "semantic", "hybrid"] {

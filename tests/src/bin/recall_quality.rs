@@ -10,8 +10,9 @@
 //! Flags: `--seed N` (42), `--owners N` (12), `--embedder local|hash` (local), `--model-dir DIR`
 //! (else `SEDIMENT_MODEL_DIR`, else `~/.cache/sediment/models/all-MiniLM-L6-v2`), `--quick`
 //! (fewer variants), `--json FILE`, `--embed-cache FILE` (reuse vectors across runs),
-//! `--misses N` (print N misses of the recommended variant), `--dump-dataset FILE`,
-//! `--tokens TEXT` (print the BM25 tokens of a text). See `tests/QUALITY.md`.
+//! `--misses N` (print N misses of the product variant), `--dump-dataset FILE`,
+//! `--tokens TEXT` (print the BM25 tokens of a text), `--summary-only` (skip the three stages:
+//! only the defaults, the recommended and the product rows). See `tests/QUALITY.md`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -48,6 +49,7 @@ struct Args {
     embed_cache: Option<PathBuf>,
     misses: usize,
     dump_dataset: Option<PathBuf>,
+    summary_only: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -61,6 +63,7 @@ fn parse_args() -> anyhow::Result<Args> {
         embed_cache: None,
         misses: 0,
         dump_dataset: None,
+        summary_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -84,6 +87,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--misses" => args.misses = value()?.parse()?,
             "--dump-dataset" => args.dump_dataset = Some(value()?.into()),
             "--quick" => args.quick = true,
+            "--summary-only" => args.summary_only = true,
             "--tokens" => {
                 // Shows which BM25 tokens a text yields, e.g. to see how dates are split.
                 let bm25 = shared::index::Bm25::new();
@@ -100,7 +104,7 @@ fn parse_args() -> anyhow::Result<Args> {
                     "{}",
                     include_str!("recall_quality.rs")
                         .lines()
-                        .take(14)
+                        .take(15)
                         .collect::<Vec<_>>()
                         .join("\n")
                 );
@@ -308,11 +312,26 @@ const RECOMMENDED: Variant = Variant {
         dates: true,
         synonyms: false,
         dense_dates: true,
+        product: false,
     },
     fusion: Fusion {
         keyword_prefetch: 50,
         semantic_prefetch: 50,
         rrf_k: 10,
+        weights: None,
+    },
+};
+
+/// What the service does by default: its own text shaping and query rewrite
+/// (`shared::retrieval`) and its default fusion (`Fusion::default` in `shared::config`).
+const PRODUCT: Variant = Variant {
+    keyword_text: TextShape::PRODUCT_KEYWORD,
+    dense_text: TextShape::PRODUCT_DENSE,
+    rewrite: Rewrite::PRODUCT,
+    fusion: Fusion {
+        keyword_prefetch: 50,
+        semantic_prefetch: 50,
+        rrf_k: 60,
         weights: None,
     },
 };
@@ -343,8 +362,11 @@ impl Variant {
     fn key(&self, strategy: Strategy) -> String {
         let r = self.rewrite;
         match strategy {
-            Strategy::Keyword => format!("kw {:?} {} {} {}", self.keyword_text, r.strip, r.dates, r.synonyms),
-            Strategy::Semantic => format!("sem {:?} {}", self.dense_text, r.dense_dates),
+            Strategy::Keyword => format!(
+                "kw {:?} {} {} {} {}",
+                self.keyword_text, r.strip, r.dates, r.synonyms, r.product
+            ),
+            Strategy::Semantic => format!("sem {:?} {} {}", self.dense_text, r.dense_dates, r.product),
             Strategy::Hybrid => format!("hyb {self:?}"),
         }
     }
@@ -627,7 +649,7 @@ fn print_misses(bench: &Bench, variant: Variant, n: usize) {
         })
         .collect();
     let outcome = bench.outcome(variant, Strategy::Hybrid);
-    println!("### Misses of the recommended variant (hybrid, not in top {LIMIT})\n");
+    println!("### Misses of the product variant (hybrid, not in top {LIMIT})\n");
     let mut shown = 0;
     for (q, ranked) in bench.dataset.questions.iter().zip(outcome.ranked.iter()) {
         if shown == n {
@@ -785,131 +807,163 @@ async fn main() -> anyhow::Result<()> {
         rows: Vec::new(),
     };
 
-    // Stage 1: what each channel indexes.
-    eprintln!("stage 1: indexed text shapes");
-    // (keyword text, dense text). Date tags only on the keyword side, where they work around
-    // the tokenizer dropping digits (`date+speaker | raw` shows the problem); to the model
-    // they would be noise, so the dense side tries the long date form instead.
-    let mut shapes = vec![(TextShape::RAW, TextShape::RAW), (TextShape::TAGGED, TextShape::RAW)];
-    if !args.quick {
-        shapes.extend([
-            (TextShape::DATED, TextShape::RAW),
-            (TextShape::DATED_LONG, TextShape::RAW),
-            (TextShape::RAW, TextShape::DATED_LONG),
-            (TextShape::DATED_LONG, TextShape::DATED_LONG),
-            (TextShape::TAGGED, TextShape::DATED_LONG),
-            (TextShape::RAW, TextShape::PREVIOUS),
-            (TextShape::RAW, TextShape::PREVIOUS_FOR_USER),
-            (TextShape::RAW, TextShape::PREVIOUS_FOR_SHORT),
-            (TextShape::TAGGED, TextShape::PREVIOUS_FOR_SHORT),
-        ]);
-    }
-    for (keyword_text, dense_text) in shapes {
-        let variant = Variant {
-            keyword_text,
-            dense_text,
-            ..Variant::DEFAULT
-        };
-        bench.run("shape", variant, &ALL).await?;
-    }
-    // Each channel's best text, judged on that channel alone.
-    let best_keyword_text = bench.best_of(Strategy::Keyword, |r| r.stage == "shape").keyword_text;
-    let best_dense_text = bench.best_of(Strategy::Semantic, |r| r.stage == "shape").dense_text;
-    // Stage 1 embeds nearly every text; keep them even if a later stage fails.
-    if let Some(path) = &args.embed_cache {
-        bench.vectors.save(path)?;
-    }
-
-    // Stage 2: query rewriting, on raw and tagged keyword text (date tags only pay off with
-    // the `dates` rewrite, so they are tried whatever stage 1 says) and the best texts.
-    eprintln!("stage 2: query rewriting");
-    let strip = Rewrite {
-        strip: true,
-        ..Rewrite::NONE
-    };
-    let dates = Rewrite { dates: true, ..strip };
-    let synonyms = Rewrite {
-        synonyms: true,
-        ..dates
-    };
-    let dense_dates = Rewrite {
-        dense_dates: true,
-        ..dates
-    };
-    let everything = Rewrite {
-        dense_dates: true,
-        ..synonyms
-    };
-    let mut bases = Vec::new();
-    for keyword_text in [TextShape::RAW, TextShape::TAGGED, best_keyword_text] {
-        for dense_text in [TextShape::RAW, best_dense_text] {
-            let base = Variant {
-                keyword_text,
-                dense_text,
-                ..Variant::DEFAULT
-            };
-            if !bases.contains(&base) {
-                bases.push(base);
-            }
-        }
-    }
-    for base in bases {
-        bench.run("rewrite", base, &ALL).await?;
-        for rewrite in [strip, dates, synonyms, dense_dates, everything] {
-            let variant = Variant { rewrite, ..base };
-            bench.run("rewrite", variant, &ALL).await?;
-        }
-    }
-    let best_rewrite = bench.best(|r| r.stage == "rewrite");
-    // The synonym table is tuned to the generator (see QUALITY.md), so the recommendation is
-    // also given without it.
-    let best_rewrite_generic = bench.best(|r| r.stage == "rewrite" && !r.variant.rewrite.synonyms);
-
-    // Stage 3: fusion settings, on the defaults and on the best text and rewrite.
-    eprintln!("stage 3: fusion");
-    let prefetches: &[(usize, usize)] = if args.quick {
-        &[(20, 20), (50, 50), (100, 100)]
-    } else {
-        &[(20, 20), (50, 50), (100, 100), (20, 100), (100, 20)]
-    };
-    let bases = unique([Variant::DEFAULT, best_rewrite_generic, best_rewrite]);
-    for base in &bases {
-        for &prefetch in prefetches {
-            for rrf_k in [10, 60] {
-                for weights in [None, Some((1.0, 2.0)), Some((2.0, 1.0))] {
-                    let variant = Variant {
-                        fusion: fusion(prefetch, rrf_k, weights),
-                        ..*base
-                    };
-                    bench.run("fusion", variant, &[Strategy::Hybrid]).await?;
-                }
-            }
-        }
-    }
-    let best_fusion_of = |bench: &Bench, base: Variant| -> Variant {
-        bench.best(|r| {
-            r.stage == "fusion"
-                && r.variant.keyword_text == base.keyword_text
-                && r.variant.dense_text == base.dense_text
-                && r.variant.rewrite == base.rewrite
-        })
-    };
-    let default_tuned = best_fusion_of(&bench, Variant::DEFAULT);
-    let best_found = best_fusion_of(&bench, best_rewrite_generic);
-    let best_found_synonyms = best_fusion_of(&bench, best_rewrite);
     let default_k10 = Variant {
         fusion: fusion((50, 50), 10, None),
         ..Variant::DEFAULT
     };
-    let summary_rows = [
+    let product_k10 = Variant {
+        fusion: fusion((50, 50), 10, None),
+        ..PRODUCT
+    };
+    // The product's parts one at a time, to see what each is worth.
+    let mut summary_rows = vec![
         ("defaults", Variant::DEFAULT),
         ("defaults, k=10", default_k10),
-        ("defaults, best fusion", default_tuned),
         ("recommended", RECOMMENDED),
-        ("best found", best_found),
-        ("best found + synonyms", best_found_synonyms),
+        ("product", PRODUCT),
+        ("product, k=10", product_k10),
+        (
+            "product text, no rewrite",
+            Variant {
+                rewrite: Rewrite::NONE,
+                ..PRODUCT
+            },
+        ),
+        (
+            "product rewrite, raw text",
+            Variant {
+                keyword_text: TextShape::RAW,
+                dense_text: TextShape::RAW,
+                ..PRODUCT
+            },
+        ),
+        (
+            "product, raw dense text",
+            Variant {
+                dense_text: TextShape::RAW,
+                ..PRODUCT
+            },
+        ),
     ];
-    for (label, v) in summary_rows {
+    let mut best_found_synonyms = None;
+    if !args.summary_only {
+        // Stage 1: what each channel indexes.
+        eprintln!("stage 1: indexed text shapes");
+        // (keyword text, dense text). Date tags only on the keyword side, where they work around
+        // the tokenizer dropping digits (`date+speaker | raw` shows the problem); to the model
+        // they would be noise, so the dense side tries the long date form instead.
+        let mut shapes = vec![(TextShape::RAW, TextShape::RAW), (TextShape::TAGGED, TextShape::RAW)];
+        if !args.quick {
+            shapes.extend([
+                (TextShape::DATED, TextShape::RAW),
+                (TextShape::DATED_LONG, TextShape::RAW),
+                (TextShape::RAW, TextShape::DATED_LONG),
+                (TextShape::DATED_LONG, TextShape::DATED_LONG),
+                (TextShape::TAGGED, TextShape::DATED_LONG),
+                (TextShape::RAW, TextShape::PREVIOUS),
+                (TextShape::RAW, TextShape::PREVIOUS_FOR_USER),
+                (TextShape::RAW, TextShape::PREVIOUS_FOR_SHORT),
+                (TextShape::TAGGED, TextShape::PREVIOUS_FOR_SHORT),
+            ]);
+        }
+        for (keyword_text, dense_text) in shapes {
+            let variant = Variant {
+                keyword_text,
+                dense_text,
+                ..Variant::DEFAULT
+            };
+            bench.run("shape", variant, &ALL).await?;
+        }
+        // Each channel's best text, judged on that channel alone.
+        let best_keyword_text = bench.best_of(Strategy::Keyword, |r| r.stage == "shape").keyword_text;
+        let best_dense_text = bench.best_of(Strategy::Semantic, |r| r.stage == "shape").dense_text;
+        // Stage 1 embeds nearly every text; keep them even if a later stage fails.
+        if let Some(path) = &args.embed_cache {
+            bench.vectors.save(path)?;
+        }
+
+        // Stage 2: query rewriting, on raw and tagged keyword text (date tags only pay off with
+        // the `dates` rewrite, so they are tried whatever stage 1 says) and the best texts.
+        eprintln!("stage 2: query rewriting");
+        let strip = Rewrite {
+            strip: true,
+            ..Rewrite::NONE
+        };
+        let dates = Rewrite { dates: true, ..strip };
+        let synonyms = Rewrite {
+            synonyms: true,
+            ..dates
+        };
+        let dense_dates = Rewrite {
+            dense_dates: true,
+            ..dates
+        };
+        let everything = Rewrite {
+            dense_dates: true,
+            ..synonyms
+        };
+        let mut bases = Vec::new();
+        for keyword_text in [TextShape::RAW, TextShape::TAGGED, best_keyword_text] {
+            for dense_text in [TextShape::RAW, best_dense_text] {
+                let base = Variant {
+                    keyword_text,
+                    dense_text,
+                    ..Variant::DEFAULT
+                };
+                if !bases.contains(&base) {
+                    bases.push(base);
+                }
+            }
+        }
+        for base in bases {
+            bench.run("rewrite", base, &ALL).await?;
+            for rewrite in [strip, dates, synonyms, dense_dates, everything] {
+                let variant = Variant { rewrite, ..base };
+                bench.run("rewrite", variant, &ALL).await?;
+            }
+        }
+        let best_rewrite = bench.best(|r| r.stage == "rewrite");
+        // The synonym table is tuned to the generator (see QUALITY.md), so the recommendation is
+        // also given without it.
+        let best_rewrite_generic = bench.best(|r| r.stage == "rewrite" && !r.variant.rewrite.synonyms);
+
+        // Stage 3: fusion settings, on the defaults and on the best text and rewrite.
+        eprintln!("stage 3: fusion");
+        let prefetches: &[(usize, usize)] = if args.quick {
+            &[(20, 20), (50, 50), (100, 100)]
+        } else {
+            &[(20, 20), (50, 50), (100, 100), (20, 100), (100, 20)]
+        };
+        let bases = unique([Variant::DEFAULT, best_rewrite_generic, best_rewrite]);
+        for base in &bases {
+            for &prefetch in prefetches {
+                for rrf_k in [10, 60] {
+                    for weights in [None, Some((1.0, 2.0)), Some((2.0, 1.0))] {
+                        let variant = Variant {
+                            fusion: fusion(prefetch, rrf_k, weights),
+                            ..*base
+                        };
+                        bench.run("fusion", variant, &[Strategy::Hybrid]).await?;
+                    }
+                }
+            }
+        }
+        let best_fusion_of = |bench: &Bench, base: Variant| -> Variant {
+            bench.best(|r| {
+                r.stage == "fusion"
+                    && r.variant.keyword_text == base.keyword_text
+                    && r.variant.dense_text == base.dense_text
+                    && r.variant.rewrite == base.rewrite
+            })
+        };
+        summary_rows.extend([
+            ("defaults, best fusion", best_fusion_of(&bench, Variant::DEFAULT)),
+            ("best found", best_fusion_of(&bench, best_rewrite_generic)),
+            ("best found + synonyms", best_fusion_of(&bench, best_rewrite)),
+        ]);
+        best_found_synonyms = Some(best_fusion_of(&bench, best_rewrite));
+    }
+    for &(label, v) in &summary_rows {
         bench.run(label, v, &ALL).await?;
     }
 
@@ -941,11 +995,11 @@ async fn main() -> anyhow::Result<()> {
     print_rows(&rows);
     print_breakdown(&bench, "Per kind and language: defaults", Variant::DEFAULT);
     print_breakdown(&bench, "Per kind and language: recommended", RECOMMENDED);
-    print_breakdown(
-        &bench,
-        "Per kind and language: best found + synonyms",
-        best_found_synonyms,
-    );
+    print_breakdown(&bench, "Per kind and language: product", PRODUCT);
+    print_breakdown(&bench, "Per kind and language: product, k=10", product_k10);
+    if let Some(variant) = best_found_synonyms {
+        print_breakdown(&bench, "Per kind and language: best found + synonyms", variant);
+    }
     let verdict = |v: Variant| {
         let r10 = |s| bench.outcome(v, s).overall.recall(2);
         let (k, s, h) = (r10(Strategy::Keyword), r10(Strategy::Semantic), r10(Strategy::Hybrid));
@@ -960,6 +1014,8 @@ async fn main() -> anyhow::Result<()> {
     println!("- defaults: {}", verdict(Variant::DEFAULT));
     println!("- defaults, k=10: {}", verdict(default_k10));
     println!("- recommended: {}", verdict(RECOMMENDED));
+    println!("- product: {}", verdict(PRODUCT));
+    println!("- product, k=10: {}", verdict(product_k10));
     println!(
         "\nembedded {} texts in {:.0}s; total {:.0}s",
         bench.vectors.embedded,
@@ -967,7 +1023,7 @@ async fn main() -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     if args.misses > 0 {
-        print_misses(&bench, RECOMMENDED, args.misses);
+        print_misses(&bench, PRODUCT, args.misses);
     }
 
     if let Some(path) = &args.json {

@@ -8,10 +8,10 @@ use super::facts::MONTHS_EN;
 
 /// How a session date is written into indexed text.
 ///
-/// The project's BM25 tokenizer drops every all-digit token, so `2026-03-12` is invisible to
-/// the keyword channel and `2026年3月12日` leaves only 年, 月, 日. `Tagged` adds tokens that
-/// survive (letters and digits mixed) for the session date and for dates in the content; the
-/// `dates` query rewrite produces the same tokens.
+/// A question says "in March", never `2026-03-12`, so a written date matches little even now
+/// that the tokenizer keeps numbers (it dropped them when these shapes were first measured).
+/// `Tagged` adds one rare token per day and month (letters and digits mixed) for the session
+/// date and for dates in the content; the `dates` query rewrite produces the same tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DateStyle {
     /// `2026-03-12`.
@@ -32,6 +32,10 @@ pub struct TextShape {
     /// Which turns get the previous turn of the session prepended, so that a terse answer
     /// ("Biscuit.") carries the question it answers.
     pub previous: Previous,
+    /// Rendered by the service's own code (`shared::retrieval::text`) instead of the fields
+    /// above, which then only say which channel's text it is: [`Self::PRODUCT_KEYWORD`] or
+    /// [`Self::PRODUCT_DENSE`].
+    pub product: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,39 +59,68 @@ impl TextShape {
         date: None,
         speaker: false,
         previous: Previous::None,
+        product: false,
     };
     pub const DATED: Self = Self {
         date: Some(DateStyle::Iso),
         speaker: true,
         previous: Previous::None,
+        product: false,
     };
     pub const DATED_LONG: Self = Self {
         date: Some(DateStyle::Long),
         speaker: true,
         previous: Previous::None,
+        product: false,
     };
     pub const PREVIOUS: Self = Self {
         date: None,
         speaker: false,
         previous: Previous::All,
+        product: false,
     };
     pub const PREVIOUS_FOR_USER: Self = Self {
         date: None,
         speaker: false,
         previous: Previous::UserTurns,
+        product: false,
     };
     pub const PREVIOUS_FOR_SHORT: Self = Self {
         date: None,
         speaker: false,
         previous: Previous::ShortUserTurns,
+        product: false,
     };
     pub const TAGGED: Self = Self {
         date: Some(DateStyle::Tagged),
         speaker: true,
         previous: Previous::None,
+        product: false,
+    };
+
+    /// What the service indexes for BM25: `[m202603 d20260314] user: content d20260105`.
+    pub const PRODUCT_KEYWORD: Self = Self {
+        date: Some(DateStyle::Tagged),
+        speaker: true,
+        previous: Previous::None,
+        product: true,
+    };
+    /// What the service embeds: the content, after the previous turn for a short user turn.
+    pub const PRODUCT_DENSE: Self = Self {
+        date: None,
+        speaker: false,
+        previous: Previous::ShortUserTurns,
+        product: true,
     };
 
     pub fn name(self) -> String {
+        if self.product {
+            return if self.previous == Previous::None {
+                "product".into()
+            } else {
+                "product-dense".into()
+            };
+        }
         let mut parts = Vec::new();
         match self.date {
             Some(DateStyle::Iso) => parts.push("date"),
@@ -115,6 +148,23 @@ impl TextShape {
     pub fn render(self, owner: &Owner, session: usize, turn: usize) -> String {
         let s = &owner.sessions[session];
         let t = &s.turns[turn];
+        if self.product {
+            let fields = shared::retrieval::TurnFields {
+                role: match t.role {
+                    Role::User => shared::domain::Role::User,
+                    Role::Assistant => shared::domain::Role::Assistant,
+                },
+                content: &t.content,
+                // Only the day is read; noon keeps it the same day in any reading.
+                created_at: s.date.and_hms_opt(12, 0, 0).expect("noon exists").and_utc(),
+            };
+            return if self.previous == Previous::None {
+                shared::retrieval::keyword_text(fields)
+            } else {
+                let previous = turn.checked_sub(1).map(|p| s.turns[p].content.as_str());
+                shared::retrieval::dense_text(fields, previous)
+            };
+        }
         let mut out = String::new();
         if let Some(style) = self.date {
             out.push('[');
@@ -270,6 +320,8 @@ pub struct Rewrite {
     pub synonyms: bool,
     /// Append the full date ("14 March 2026") to the text embedded for the semantic channel.
     pub dense_dates: bool,
+    /// The service's own rewrite (`shared::retrieval::QueryText`) instead of the fields above.
+    pub product: bool,
 }
 
 impl Rewrite {
@@ -278,9 +330,17 @@ impl Rewrite {
         dates: false,
         synonyms: false,
         dense_dates: false,
+        product: false,
+    };
+    pub const PRODUCT: Self = Self {
+        product: true,
+        ..Self::NONE
     };
 
     pub fn name(self) -> String {
+        if self.product {
+            return "product".into();
+        }
         let mut parts = Vec::new();
         if self.strip {
             parts.push("strip");
@@ -302,6 +362,9 @@ impl Rewrite {
     }
 
     pub fn keyword_text(self, question: &str, today: NaiveDate) -> String {
+        if self.product {
+            return shared::retrieval::QueryText::new(question, today).keyword;
+        }
         let mut text = if self.strip {
             strip(question)
         } else {
@@ -324,6 +387,9 @@ impl Rewrite {
     }
 
     pub fn dense_text(self, question: &str, today: NaiveDate) -> String {
+        if self.product {
+            return shared::retrieval::QueryText::new(question, today).dense;
+        }
         let mut text = question.to_string();
         if self.dense_dates {
             for date in dates_in(question, today) {
@@ -607,6 +673,7 @@ mod tests {
             dates: true,
             synonyms: true,
             dense_dates: false,
+            product: false,
         };
         assert_eq!(
             r.keyword_text("What's my dog called on March 3?", today()),

@@ -252,3 +252,31 @@ async fn edge_refuses_a_shard_of_another_dimension() {
     let error = EdgeIndex::open(plain.path(), OPTIMIZE_EVERY, Some(SUITE_DIMENSION)).expect_err("no dense vectors");
     assert!(format!("{:#}", anyhow::Error::from(error)).contains("no dense vectors"));
 }
+
+/// A shard built with another text analysis (or before the version was recorded) is rebuilt:
+/// its keyword vectors would not match what queries compute now.
+#[tokio::test]
+async fn edge_rebuilds_a_shard_of_another_text_analysis() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = unique_tenant();
+    {
+        let index = open(&dir);
+        index
+            .upsert(&[testsuite::dense_turn(&tenant, "kept", [1.0, 0.0, 0.0, 0.0])])
+            .await
+            .unwrap();
+    }
+    let index = open(&dir);
+    assert!(!index.created(), "the same analysis loads the shard");
+    drop(index);
+
+    std::fs::write(dir.path().join("sediment-text-version"), "1").unwrap();
+    let index = open(&dir);
+    assert!(
+        index.created(),
+        "another analysis means a new shard, so the store re-indexes it"
+    );
+    assert_eq!(index.count(&tenant, shared::index::PointKind::Turn).await.unwrap(), 0);
+    drop(index);
+    assert!(!open(&dir).created(), "the rebuilt shard records the current analysis");
+}
