@@ -6,7 +6,14 @@ use anyhow::Context as _;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let settings = shared::config::Settings::from_env().context("load settings")?;
-    shared::telemetry::init("sediment-test-server", &settings.log_filter, &settings.log_format);
+    let telemetry = shared::telemetry::init(
+        "sediment-test-server",
+        &settings.log_filter,
+        &settings.log_format,
+        &settings.traces,
+    );
     let shutdown = shared::shutdown::signal();
-    api::run(settings, shutdown).await
+    let result = api::run(settings, shutdown).await;
+    telemetry.shutdown(shared::telemetry::FLUSH_DEADLINE).await;
+    result
 }

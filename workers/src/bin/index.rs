@@ -5,7 +5,14 @@ use anyhow::Context as _;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let settings = shared::config::Settings::from_env().context("load settings")?;
-    shared::telemetry::init("sediment-worker-index", &settings.log_filter, &settings.log_format);
+    let telemetry = shared::telemetry::init(
+        "sediment-worker-index",
+        &settings.log_filter,
+        &settings.log_format,
+        &settings.traces,
+    );
     let shutdown = shared::shutdown::signal();
-    workers::run_index_worker(settings, shutdown).await
+    let result = workers::run_index_worker(settings, shutdown).await;
+    telemetry.shutdown(shared::telemetry::FLUSH_DEADLINE).await;
+    result
 }

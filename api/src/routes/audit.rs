@@ -1,0 +1,120 @@
+//! The audit log: recording (for the other routes) and `GET /v1/audit`.
+
+use std::time::Instant;
+
+use axum::extract::{Query, State};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared::domain::Tenant;
+use shared::metrics;
+use shared::runtime::error_chain;
+use shared::store::audit::{AuditCursor, AuditEntry, AuditFilter};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::{tenant_from, TenantHeaders};
+use crate::state::AppState;
+
+const DEFAULT_LIMIT: u32 = 50;
+const MAX_LIMIT: u32 = 500;
+
+/// What one audited call did; completed into an [`AuditEntry`] by [`record`].
+pub(crate) struct Audited {
+    pub tenant: Tenant,
+    pub actor: String,
+    pub action: &'static str,
+    pub target: Option<String>,
+    pub outcome: String,
+    pub started: Instant,
+    pub detail: serde_json::Value,
+}
+
+impl Audited {
+    fn into_entry(self) -> AuditEntry {
+        AuditEntry {
+            id: Uuid::new_v4(),
+            at: Utc::now(),
+            tenant: self.tenant,
+            actor: self.actor,
+            action: self.action.to_owned(),
+            target: self.target,
+            outcome: self.outcome,
+            duration_ms: i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX),
+            detail: self.detail,
+        }
+    }
+}
+
+/// Writes an entry and waits for it (administrative actions, which are rare). A failed write
+/// is logged and counted, never returned: the action itself succeeded.
+pub(crate) async fn record(state: &AppState, audited: Audited) {
+    let entry = audited.into_entry();
+    if let Err(e) = state.backends.audit.record(&entry).await {
+        ::metrics::counter!(metrics::AUDIT_WRITE_FAILURES).increment(1);
+        tracing::error!(action = %entry.action, error = %error_chain(&e), "failed to write the audit log");
+    }
+}
+
+/// Writes an entry without making the caller wait (recalls, which are on the agent's hot
+/// path); failures are logged and counted.
+pub(crate) fn record_later(state: &AppState, audited: Audited) {
+    let state = state.clone();
+    tokio::spawn(async move { record(&state, audited).await });
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    action: Option<String>,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct ListResponse {
+    items: Vec<AuditEntry>,
+    next: Option<String>,
+}
+
+fn decode_cursor(text: &str) -> Result<AuditCursor, ApiError> {
+    let invalid = || ApiError::Invalid("cursor: not a cursor this API returned".into());
+    let (micros, id) = text.split_once('_').ok_or_else(invalid)?;
+    Ok(AuditCursor {
+        at: DateTime::from_timestamp_micros(micros.parse().map_err(|_| invalid())?).ok_or_else(invalid)?,
+        id: Uuid::parse_str(id).map_err(|_| invalid())?,
+    })
+}
+
+/// The caller's tenant's entries, newest first.
+pub async fn list(
+    State(state): State<AppState>,
+    TenantHeaders(headers): TenantHeaders,
+    Query(params): Query<ListParams>,
+) -> Result<Json<ListResponse>, ApiError> {
+    let tenant = tenant_from(&headers, None, None, None)?;
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(ApiError::Invalid(format!("limit: must be between 1 and {MAX_LIMIT}")));
+    }
+    let filter = AuditFilter {
+        action: params.action,
+        since: params.since,
+        until: params.until,
+    };
+    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    let mut page = state
+        .backends
+        .audit
+        .audit_entries(&tenant, &filter, after, limit + 1)
+        .await?;
+    let next = if page.len() > limit as usize {
+        page.truncate(limit as usize);
+        page.last().map(|e| format!("{}_{}", e.at.timestamp_micros(), e.id))
+    } else {
+        None
+    };
+    Ok(Json(ListResponse { items: page, next }))
+}
