@@ -1,0 +1,30 @@
+-- Success with a new summary. $1 session, $2-$4 tenant, $5 token, $6.. the summary
+UPDATE session_compactions
+SET status = 'success',
+    claim_token = NULL,
+    claimed_at = NULL,
+    lease_until = NULL,
+    retry_at = NULL,
+    error = NULL,
+    attempts = 0,
+    summary = $6,
+    summary_text = $7,
+    token_count = $8,
+    source_tokens = $9,
+    message_count = $10,
+    first_seq = $11,
+    last_seq = $12,
+    summary_reset_at = $13,
+    summarizer = $14,
+    prompt_version = $15,
+    input_hash = $16,
+    started_at = $17,
+    duration_ms = $18,
+    compressed_at = $19,
+    updated_at = now()
+WHERE session_id = $1
+  AND team_id = $2
+  AND agent_id = $3
+  AND user_id = $4
+  AND status = 'pending'
+  AND claim_token = $5

@@ -1,0 +1,178 @@
+//! The compact worker as a real process (cluster: Postgres + RabbitMQ): SIGKILL while a job is
+//! claimed and waiting on the LLM loses the job to nobody — a second worker takes it over once
+//! the lease expires — and SIGTERM drains and exits 0. It refuses the embedded deployment.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use integration_tests::app::{tenant, Mode, TestApp};
+use integration_tests::fake_openai::{FakeOpenAi, Fault};
+use integration_tests::mixed_session;
+use reqwest::Method;
+use serde_json::{json, Value};
+use shared::config::Deployment;
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sediment-test-compact");
+const LEASE_MS: u64 = 2_000;
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// Starts a compact worker on the app's database and broker; waits until it is ready.
+async fn spawn(app: &TestApp, extra: &[(&str, String)]) -> (Child, String) {
+    let Deployment::Cluster { database_url, amqp_url } = &app.settings.deployment else {
+        panic!("cluster only");
+    };
+    let health = format!("127.0.0.1:{}", free_port());
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("SEDIMENT_DATABASE_URL", database_url)
+        .env("SEDIMENT_AMQP_URL", amqp_url)
+        .env("SEDIMENT_AMQP_PREFIX", &app.settings.amqp_prefix)
+        .env("SEDIMENT_WORKER_HEALTH_LISTEN", &health)
+        .env("SEDIMENT_WORKER_SWEEP_INTERVAL_MS", "200")
+        .env("SEDIMENT_COMPACTION_LEASE_MS", LEASE_MS.to_string())
+        .env("SEDIMENT_COMPACTION_TIMEOUT_MS", "1500")
+        .env("SEDIMENT_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("spawn the compact worker");
+    let base = format!("http://{health}");
+    let started = Instant::now();
+    loop {
+        if let Ok(r) = reqwest::get(format!("{base}/readyz")).await {
+            if r.status() == 200 {
+                break;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the worker did not become ready"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, base)
+}
+
+async fn state(app: &TestApp, t: &shared::domain::Tenant, session: &str) -> Value {
+    app.req(Method::GET, &format!("/v1/sessions/{session}/compaction"), t)
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_job_is_replaced_after_its_lease_and_sigterm_drains() {
+    let app = TestApp::start(Mode::Cluster).await;
+    let t = tenant();
+    let session = "killed-mid-job";
+    app.append_ok(&t, session, json!(mixed_session::turns(21, 30))).await;
+
+    // Worker A summarizes with an LLM that takes a minute to answer.
+    let fake = FakeOpenAi::start(8).await;
+    fake.chat().push(Fault::Delay(Duration::from_secs(60)));
+    let (mut a, _) = spawn(
+        &app,
+        &[
+            ("SEDIMENT_LLM_URL", fake.base_url()),
+            ("SEDIMENT_LLM_MODEL", "slow-model".into()),
+        ],
+    )
+    .await;
+    let response = app
+        .req(Method::POST, &format!("/v1/sessions/{session}/compact"), &t)
+        .send()
+        .await
+        .expect("compact");
+    assert_eq!(response.status(), 202);
+    let started = Instant::now();
+    while fake.chat().requests() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "worker A never called the LLM"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A holds the job and waits on the model: kill it there.
+    a.kill().await.expect("SIGKILL worker A");
+    let killed_at = Instant::now();
+    let held = state(&app, &t, session).await;
+    assert_eq!(held["status"], "pending", "{held}");
+    assert_eq!(held["attempts"], 1);
+
+    // Worker B (rules) takes the job over once A's lease has run out.
+    let (b, health) = spawn(&app, &[]).await;
+    let done = loop {
+        let s = state(&app, &t, session).await;
+        if s["status"] == "success" {
+            break s;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(20),
+            "the job was never taken over: {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        killed_at.elapsed() >= Duration::from_millis(LEASE_MS - 500),
+        "B waited out A's lease"
+    );
+    assert_eq!(done["summarizer"], "rules");
+    assert_eq!(done["last_seq"], 25);
+    assert_eq!(done["attempts"], 0);
+    assert!(done["error"].is_null());
+
+    let healthz = reqwest::get(format!("{health}/healthz")).await.expect("healthz");
+    assert_eq!(healthz.status(), 200);
+    let metrics = reqwest::get(format!("{health}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(metrics.contains("sediment_compactions_total"), "{metrics}");
+
+    sigterm_and_wait(b).await;
+}
+
+async fn sigterm_and_wait(mut child: Child) {
+    let pid = child.id().expect("pid");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("exit within 10 s of SIGTERM")
+        .expect("wait");
+    assert!(exit.success(), "exit status {exit:?} after SIGTERM");
+}
+
+#[tokio::test]
+async fn the_compact_worker_refuses_the_embedded_deployment() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(BIN)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("SEDIMENT_DATA_DIR", dir.path())
+        .env("SEDIMENT_LOG", "warn")
+        .output()
+        .await
+        .expect("run the worker");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("the API process runs it itself"), "{stderr}");
+}
