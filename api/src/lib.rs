@@ -1,8 +1,9 @@
-//! The sediment HTTP API: ingest of L0 turns, session reads and conversation search.
+//! The sediment HTTP API: ingest of L0 turns, session reads and context, conversation search,
+//! recall, L1 memories, prompt overrides, the audit log and the ops page.
 //!
-//! This crate adapts HTTP to calls into `shared` and holds no domain logic (STYLE R4). In the
-//! embedded deployment, and whenever the search index lives in this process (Qdrant Edge), it
-//! also runs the index worker in-process.
+//! This crate adapts HTTP to calls into `shared` and holds no domain logic (STYLE R4). Whenever
+//! the search index lives in this process (Qdrant Edge), it also runs the workers that use the
+//! index (index and extract); in the embedded deployment it runs the compact worker too.
 
 mod error;
 mod extract;

@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use shared::backends::Backends;
 use shared::config::{IndexBackend, Settings};
 use shared::indexer::Indexer;
-use shared::runtime::{run_consumer, ConsumerSettings, ExtractHandler, Heartbeat, IndexHandler};
+use shared::runtime::{run_consumer, ConsumerSettings, ExtractHandler, Handler, Heartbeat, IndexHandler};
 use tokio_util::sync::CancellationToken;
 
 pub use compact::run_compact_worker;
@@ -28,41 +28,13 @@ pub async fn run_index_worker(settings: Settings, shutdown: CancellationToken) -
         );
     }
     let backends = Backends::connect(&settings).await?;
-    let heartbeat = Arc::new(Heartbeat::default());
-    let health = health::serve(
-        settings.worker.health_listen,
-        HealthState {
-            backends: backends.clone(),
-            heartbeat: heartbeat.clone(),
-            metrics: shared::metrics::prometheus(),
-        },
-        shutdown.clone(),
-    )
-    .await
-    .context("start the health server")?;
-
     let indexer = Indexer::new(
         backends.store.clone(),
         backends.index.clone(),
         backends.embedder.clone(),
         settings.worker.batch_size,
     );
-    let consumer = run_consumer(
-        backends.bus.clone(),
-        Arc::new(IndexHandler(indexer)),
-        ConsumerSettings {
-            prefetch: settings.worker.prefetch,
-            sweep_interval: settings.worker.sweep_interval,
-            shutdown_deadline: settings.shutdown_deadline,
-        },
-        heartbeat,
-        shutdown.clone(),
-    )
-    .await;
-    // The consumer returns early only if it could not subscribe; take the process down then.
-    shutdown.cancel();
-    health.await.context("join the health server")??;
-    consumer
+    serve_worker(&settings, backends, Arc::new(IndexHandler(indexer)), shutdown, async {}).await
 }
 
 /// Runs the L1 extraction worker until `shutdown`: consumes `turn.appended` and `extract.due`,
@@ -77,6 +49,25 @@ pub async fn run_extract_worker(settings: Settings, shutdown: CancellationToken)
         anyhow::bail!("L1 extraction is off (SEDIMENT_EXTRACT=false): this worker has nothing to do");
     }
     let backends = Backends::connect(&settings).await?;
+    let scheduler = backends.extract_scheduler(&settings)?;
+    let handler = Arc::new(ExtractHandler(scheduler.clone()));
+    let deadline = settings.shutdown_deadline;
+    // Graceful shutdown: what is pending now would otherwise wait for the next start.
+    let flush = async move {
+        scheduler.flush_all(deadline).await;
+    };
+    serve_worker(&settings, backends, handler, shutdown, flush).await
+}
+
+/// Serves the worker's side port (health, readiness, metrics) and runs `handler`'s consumer
+/// until `shutdown`; `after_drain` runs once the consumer drained cleanly.
+async fn serve_worker(
+    settings: &Settings,
+    backends: Backends,
+    handler: Arc<dyn Handler>,
+    shutdown: CancellationToken,
+    after_drain: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let heartbeat = Arc::new(Heartbeat::default());
     let health = health::serve(
         settings.worker.health_listen,
@@ -89,11 +80,9 @@ pub async fn run_extract_worker(settings: Settings, shutdown: CancellationToken)
     )
     .await
     .context("start the health server")?;
-
-    let scheduler = backends.extract_scheduler(&settings)?;
     let consumer = run_consumer(
         backends.bus.clone(),
-        Arc::new(ExtractHandler(scheduler.clone())),
+        handler,
         ConsumerSettings {
             prefetch: settings.worker.prefetch,
             sweep_interval: settings.worker.sweep_interval,
@@ -104,9 +93,9 @@ pub async fn run_extract_worker(settings: Settings, shutdown: CancellationToken)
     )
     .await;
     if consumer.is_ok() {
-        // Graceful shutdown: what is pending now would otherwise wait for the next start.
-        scheduler.flush_all(settings.shutdown_deadline).await;
+        after_drain.await;
     }
+    // The consumer returns early only if it could not subscribe; take the process down then.
     shutdown.cancel();
     health.await.context("join the health server")??;
     consumer

@@ -79,15 +79,6 @@ pub struct ListResponse {
     next: Option<String>,
 }
 
-fn decode_cursor(text: &str) -> Result<AuditCursor, ApiError> {
-    let invalid = || ApiError::Invalid("cursor: not a cursor this API returned".into());
-    let (micros, id) = text.split_once('_').ok_or_else(invalid)?;
-    Ok(AuditCursor {
-        at: DateTime::from_timestamp_micros(micros.parse().map_err(|_| invalid())?).ok_or_else(invalid)?,
-        id: Uuid::parse_str(id).map_err(|_| invalid())?,
-    })
-}
-
 /// The caller's tenant's entries, newest first.
 pub async fn list(
     State(state): State<AppState>,
@@ -104,7 +95,12 @@ pub async fn list(
         since: params.since,
         until: params.until,
     };
-    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    let after = params
+        .cursor
+        .as_deref()
+        .map(super::cursor::decode)
+        .transpose()?
+        .map(|(at, id)| AuditCursor { at, id });
     let mut page = state
         .backends
         .audit
@@ -112,7 +108,7 @@ pub async fn list(
         .await?;
     let next = if page.len() > limit as usize {
         page.truncate(limit as usize);
-        page.last().map(|e| format!("{}_{}", e.at.timestamp_micros(), e.id))
+        page.last().map(|e| super::cursor::encode(e.at, e.id))
     } else {
         None
     };

@@ -77,22 +77,6 @@ pub struct ListResponse {
     next: Option<String>,
 }
 
-/// Cursors are `{created_at in unix microseconds}_{id}`: opaque to clients, stable across
-/// backends.
-fn encode_cursor(m: &Memory) -> String {
-    format!("{}_{}", m.created_at.timestamp_micros(), m.id)
-}
-
-fn decode_cursor(text: &str) -> Result<MemoryCursor, ApiError> {
-    let invalid = || ApiError::Invalid("cursor: not a cursor this API returned".into());
-    let (micros, id) = text.split_once('_').ok_or_else(invalid)?;
-    let micros: i64 = micros.parse().map_err(|_| invalid())?;
-    Ok(MemoryCursor {
-        created_at: DateTime::from_timestamp_micros(micros).ok_or_else(invalid)?,
-        id: Uuid::parse_str(id).map_err(|_| invalid())?,
-    })
-}
-
 fn category(name: &str) -> Result<Category, ApiError> {
     Category::parse(name).ok_or_else(|| {
         let known: Vec<&str> = Category::ALL.iter().map(|c| c.as_str()).collect();
@@ -126,7 +110,12 @@ pub async fn list(
         created_after: params.created_after,
         created_before: params.created_before,
     };
-    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    let after = params
+        .cursor
+        .as_deref()
+        .map(super::cursor::decode)
+        .transpose()?
+        .map(|(created_at, id)| MemoryCursor { created_at, id });
     // One extra row tells whether a next page exists.
     let mut page = state
         .backends
@@ -135,7 +124,7 @@ pub async fn list(
         .await?;
     let next = if page.len() > limit as usize {
         page.truncate(limit as usize);
-        page.last().map(encode_cursor)
+        page.last().map(|m| super::cursor::encode(m.created_at, m.id))
     } else {
         None
     };

@@ -2,6 +2,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod context;
+mod cursor;
 mod health;
 pub(crate) mod memories;
 pub(crate) mod ops;
