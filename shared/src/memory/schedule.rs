@@ -125,8 +125,12 @@ impl Scheduler {
         let owner = Uuid::new_v4();
         if !memories.claim_session(session_id, owner, lease_until()).await? {
             ::metrics::counter!(metrics::EXTRACT_CONTENDED).increment(1);
-            // The holder may be past its last look at the session: look again shortly.
-            self.wake_later(session_id, &tenant, CONTENDED_RETRY).await;
+            // New turns may have come after the holder's last look at the session: look again
+            // shortly. Only for new turns, so that a lease left by a dead worker does not make
+            // its own wake-ups loop until it expires (the sweep covers that case).
+            if trigger == Trigger::NewTurns {
+                self.wake_later(session_id, &tenant, CONTENDED_RETRY).await;
+            }
             return Ok(0);
         }
         let result = self.poll_claimed(session_id, trigger, owner).await;
