@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use crate::bus::{AmqpBus, AmqpSettings, EventBus, LocalBus};
+use crate::bus::{AmqpBus, AmqpSettings, EventBus, LocalBus, WorkerKind};
 use crate::config::{Deployment, EmbeddingSettings, IndexBackend, Settings};
 use crate::embed::{Embedder, LocalEmbedder, OpenAiEmbedder, OpenAiSettings};
 use crate::index::{EdgeIndex, QdrantIndex, SearchIndex};
@@ -66,7 +66,12 @@ impl Backends {
                 let store = SqliteStore::open(&data_dir.join("sediment.db"))
                     .await
                     .context("open the SQLite store")?;
-                let bus = LocalBus::new(settings.worker.max_attempts, settings.worker.retry_delay);
+                let muted: &[WorkerKind] = if settings.extract.enabled {
+                    &[]
+                } else {
+                    &[WorkerKind::Extract]
+                };
+                let bus = LocalBus::new(settings.worker.max_attempts, settings.worker.retry_delay).muting(muted);
                 let store = Arc::new(store);
                 (
                     (store.clone(), store.clone(), store.clone(), store.clone(), store),

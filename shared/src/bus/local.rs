@@ -35,6 +35,9 @@ const SYSTEM: &str = "sediment.local";
 #[derive(Clone)]
 pub struct LocalBus {
     queues: Arc<HashMap<WorkerKind, Arc<KindQueue>>>,
+    /// Kinds no worker will ever consume in this process (e.g. extraction switched off): their
+    /// queues take no events, which would otherwise pile up in memory for good.
+    muted: Arc<std::collections::HashSet<WorkerKind>>,
     max_attempts: u32,
     retry_delay: Duration,
 }
@@ -49,9 +52,16 @@ impl LocalBus {
             .map(|&kind| (kind, Arc::new(KindQueue::new(kind))));
         LocalBus {
             queues: Arc::new(queues.collect()),
+            muted: Arc::default(),
             max_attempts: max_attempts.max(1),
             retry_delay,
         }
+    }
+
+    /// The same bus, whose queues of `kinds` take no events (see `muted`).
+    pub fn muting(mut self, kinds: &[WorkerKind]) -> LocalBus {
+        self.muted = Arc::new(kinds.iter().copied().collect());
+        self
     }
 
     /// Number of messages of `kind` that were parked (rejected or out of attempts) since the
@@ -65,6 +75,9 @@ impl LocalBus {
     fn route(&self, event: &Event, message_id: &str, trace: &TraceContext) {
         let routing_key = event.routing_key();
         for queue in self.queues.values() {
+            if self.muted.contains(&queue.kind) {
+                continue;
+            }
             if queue
                 .kind
                 .routing_keys()

@@ -463,3 +463,31 @@ async fn listing_pages_filters_and_validates() {
     let no_tenant = reqwest::get(app.url("/v1/memories")).await.unwrap();
     assert_eq!(no_tenant.status(), 400);
 }
+
+/// With extraction off, turns stay L0 only, and the in-process extract queue takes no events
+/// (nothing would ever consume them: they would pile up in memory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn extraction_off_extracts_nothing_and_queues_nothing() {
+    let app = TestApp::with(
+        Mode::Embedded,
+        Options {
+            env: vec![("EXTRACT", "false".into())],
+            ..Options::default()
+        },
+    )
+    .await;
+    let t = tenant();
+    for i in 0..3 {
+        app.append_ok(&t, "s1", user(&format!("I prefer option {i}."))).await;
+    }
+    app.wait_indexed(WAIT).await;
+    let depth = app.backends.bus.depth(shared::bus::WorkerKind::Extract).await.unwrap();
+    assert_eq!(depth, Some(0), "events for a worker that will never run");
+    assert!(app.memory_contents(&t).await.is_empty());
+    let recall = app.recall_ok(&t, json!({ "query": "option" })).await;
+    assert!(recall["dynamic"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["kind"] == "turn"));
+}
