@@ -113,7 +113,7 @@ pub fn full_dates(text: &str) -> Vec<DateMention> {
 
 /// The year of a month (and day) mentioned without one: the latest occurrence not after
 /// `today`, since a question to a memory is about the past.
-fn resolve_year(month: u32, day: Option<u32>, today: NaiveDate) -> i32 {
+pub fn resolve_year(month: u32, day: Option<u32>, today: NaiveDate) -> i32 {
     if (month, day.unwrap_or(1)) <= (today.month(), today.day()) {
         today.year()
     } else {
@@ -121,7 +121,8 @@ fn resolve_year(month: u32, day: Option<u32>, today: NaiveDate) -> i32 {
     }
 }
 
-fn mention(year: i32, month: u32, day: Option<u32>) -> Option<DateMention> {
+/// The mention of this month (and day), if it is a real date.
+pub fn mention(year: i32, month: u32, day: Option<u32>) -> Option<DateMention> {
     let valid = match day {
         Some(d) => NaiveDate::from_ymd_opt(year, month, d).is_some(),
         None => (1..=12).contains(&month),
@@ -206,7 +207,7 @@ pub fn mentioned_dates(question: &str, today: NaiveDate) -> Vec<DateMention> {
 }
 
 /// The month of a Chinese numeral ending `chars` ("三" → 3, "十二" → 12).
-fn chinese_numeral_month(chars: &[char]) -> Option<u32> {
+pub fn chinese_numeral_month(chars: &[char]) -> Option<u32> {
     const DIGITS: [char; 10] = ['零', '一', '二', '三', '四', '五', '六', '七', '八', '九'];
     let digit = |c: char| DIGITS.iter().position(|d| *d == c).map(|p| p as u32);
     match chars {

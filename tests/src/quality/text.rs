@@ -3,6 +3,8 @@
 
 use chrono::{Datelike, NaiveDate};
 
+use shared::retrieval::dates::{chinese_numeral_month, full_dates, mention, resolve_year, DateMention};
+
 use super::dataset::{Lang, Owner, Role};
 use super::facts::MONTHS_EN;
 
@@ -192,7 +194,7 @@ impl TextShape {
         }
         out.push_str(&t.content);
         if self.date == Some(DateStyle::Tagged) {
-            for mention in content_dates(&t.content) {
+            for mention in full_dates(&t.content) {
                 out.push(' ');
                 out.push_str(&mention.tag());
             }
@@ -221,89 +223,6 @@ pub fn format_date(d: NaiveDate, style: DateStyle, lang: Lang) -> String {
             )
         }
     }
-}
-
-/// A date in a question or a text, to the day or to the month.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DateMention {
-    pub year: i32,
-    pub month: u32,
-    pub day: Option<u32>,
-}
-
-impl DateMention {
-    /// `m202603` or `d20260314`: one token that BM25 keeps (see [`DateStyle`]).
-    pub fn tag(self) -> String {
-        match self.day {
-            Some(day) => format!("d{:04}{:02}{:02}", self.year, self.month, day),
-            None => format!("m{:04}{:02}", self.year, self.month),
-        }
-    }
-
-    pub fn iso(self) -> String {
-        match self.day {
-            Some(day) => format!("{:04}-{:02}-{:02}", self.year, self.month, day),
-            None => format!("{:04}-{:02}", self.year, self.month),
-        }
-    }
-
-    /// `14 March 2026` / `March 2026`, for the semantic channel.
-    pub fn long(self) -> String {
-        let month = MONTHS_EN[self.month as usize - 1];
-        match self.day {
-            Some(day) => format!("{day} {month} {}", self.year),
-            None => format!("{month} {}", self.year),
-        }
-    }
-}
-
-/// Full dates written in a text: `2026-03-14` and `2026年3月14日`.
-pub fn content_dates(text: &str) -> Vec<DateMention> {
-    let chars: Vec<char> = text.chars().collect();
-    let number = |from: usize, max_len: usize| -> (Option<u32>, usize) {
-        let mut end = from;
-        while end < chars.len() && end - from < max_len && chars[end].is_ascii_digit() {
-            end += 1;
-        }
-        (chars[from..end].iter().collect::<String>().parse().ok(), end)
-    };
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i + 4 <= chars.len() {
-        let starts_number = chars[i].is_ascii_digit() && (i == 0 || !chars[i - 1].is_ascii_digit());
-        let (year, after_year) = number(i, 4);
-        if !starts_number || after_year != i + 4 {
-            i += 1;
-            continue;
-        }
-        // ISO `2026-03-14`, or Chinese `2026年3月14日` (which must end with 日).
-        let (day_separator, end) = match chars.get(after_year) {
-            Some('-') => ('-', None),
-            Some('年') => ('月', Some('日')),
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
-        let (month, after_month) = number(after_year + 1, 2);
-        let (day, after_day) = if chars.get(after_month) == Some(&day_separator) {
-            number(after_month + 1, 2)
-        } else {
-            (None, after_month)
-        };
-        let closed = end.is_none_or(|c| chars.get(after_day) == Some(&c));
-        if let (Some(year), Some(month), Some(day), true) = (year, month, day, closed) {
-            if NaiveDate::from_ymd_opt(year as i32, month, day).is_some() {
-                out.push(DateMention {
-                    year: year as i32,
-                    month,
-                    day: Some(day),
-                });
-            }
-        }
-        i = after_day.max(i + 1);
-    }
-    out
 }
 
 /// LLM-free query rewriting, applied to the keyword channel's text (and, with `dense_dates`,
@@ -521,26 +440,9 @@ pub fn synonyms(question: &str) -> Vec<&'static str> {
         .collect()
 }
 
-/// The year of a month (and day) mentioned without one: the latest occurrence not after
-/// `today`, since the questions are about the past.
-fn resolve_year(month: u32, day: Option<u32>, today: NaiveDate) -> i32 {
-    if (month, day.unwrap_or(1)) <= (today.month(), today.day()) {
-        today.year()
-    } else {
-        today.year() - 1
-    }
-}
-
-fn mention(year: i32, month: u32, day: Option<u32>) -> Option<DateMention> {
-    let valid = match day {
-        Some(d) => NaiveDate::from_ymd_opt(year, month, d).is_some(),
-        None => (1..=12).contains(&month),
-    };
-    valid.then_some(DateMention { year, month, day })
-}
-
 /// The month/day mentions in a question, year resolved against `today`: "March 14",
-/// "14 March", "in March", "3月14日", "3月份", "三月".
+/// "14 March", "in March", "3月14日", "3月份", "三月". The benchmark's first rewrite, kept to
+/// reproduce its variants' numbers; the service's is `shared::retrieval::dates::mentioned_dates`.
 pub fn dates_in(question: &str, today: NaiveDate) -> Vec<DateMention> {
     let mut out = Vec::new();
     // English: a month name, with a day number right before or after it.
@@ -602,18 +504,6 @@ pub fn dates_in(question: &str, today: NaiveDate) -> Vec<DateMention> {
     out
 }
 
-/// The month of a Chinese numeral ending `chars` ("三" → 3, "十二" → 12).
-fn chinese_numeral_month(chars: &[char]) -> Option<u32> {
-    const DIGITS: [char; 10] = ['零', '一', '二', '三', '四', '五', '六', '七', '八', '九'];
-    let digit = |c: char| DIGITS.iter().position(|d| *d == c).map(|p| p as u32);
-    match chars {
-        [.., '十', last] => digit(*last).map(|d| 10 + d),
-        [.., '十'] => Some(10),
-        [.., last] => digit(*last).filter(|d| *d > 0),
-        [] => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -623,7 +513,11 @@ mod tests {
     }
 
     fn isos(question: &str) -> Vec<String> {
-        dates_in(question, today()).into_iter().map(DateMention::iso).collect()
+        let iso = |d: DateMention| match d.day {
+            Some(day) => format!("{:04}-{:02}-{:02}", d.year, d.month, day),
+            None => format!("{:04}-{:02}", d.year, d.month),
+        };
+        dates_in(question, today()).into_iter().map(iso).collect()
     }
 
     #[test]
@@ -646,7 +540,7 @@ mod tests {
 
     #[test]
     fn content_dates_and_tags() {
-        let found = content_dates("moved on 2026-03-14, then 2025年12月1日; not 2026-13-01 or 12026-01-01x");
+        let found = full_dates("moved on 2026-03-14, then 2025年12月1日; not 2026-13-01 or 12026-01-01x");
         let tags: Vec<String> = found.iter().map(|d| d.tag()).collect();
         assert_eq!(tags, ["d20260314", "d20251201"]);
         assert_eq!(isos("in March")[0], "2026-03");
