@@ -10,3 +10,4 @@ pub mod mixed_session;
 pub mod otel_collector;
 pub mod pg;
 pub mod quality;
+pub mod stores;

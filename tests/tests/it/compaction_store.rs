@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use integration_tests::pg::TestDb;
+use integration_tests::stores;
 use shared::store::compaction_testsuite::{self, Both};
-use shared::store::SqliteStore;
 
 struct Fixture<G> {
     store: Arc<dyn Both>,
@@ -13,8 +13,7 @@ struct Fixture<G> {
 }
 
 async fn postgres() -> Fixture<TestDb> {
-    let db = TestDb::create().await;
-    let store = db.store().await;
+    let (store, db) = stores::postgres().await;
     Fixture {
         store: Arc::new(store),
         _guard: db,
@@ -22,10 +21,7 @@ async fn postgres() -> Fixture<TestDb> {
 }
 
 async fn sqlite() -> Fixture<tempfile::TempDir> {
-    let dir = tempfile::tempdir().expect("create a temp dir");
-    let store = SqliteStore::open(&dir.path().join("sediment.db"))
-        .await
-        .expect("open sqlite store");
+    let (store, dir) = stores::sqlite().await;
     Fixture {
         store: Arc::new(store),
         _guard: dir,

@@ -1,17 +1,13 @@
 //! The memory store conformance suite (`shared::store::memory_testsuite`) against both
 //! backends, one fresh store per test.
 
-use integration_tests::pg::TestDb;
-use shared::store::SqliteStore;
-
 macro_rules! suite {
     ($($check:ident),* $(,)?) => {
         mod postgres {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $check() {
-                    let db = super::TestDb::create().await;
-                    let store = db.store().await;
+                    let (store, _db) = integration_tests::stores::postgres().await;
                     shared::store::memory_testsuite::$check(&store, &store).await;
                 }
             )*
@@ -20,8 +16,7 @@ macro_rules! suite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $check() {
-                    let dir = tempfile::tempdir().expect("temp dir");
-                    let store = super::SqliteStore::open(&dir.path().join("sediment.db")).await.expect("open");
+                    let (store, _dir) = integration_tests::stores::sqlite().await;
                     shared::store::memory_testsuite::$check(&store, &store).await;
                 }
             )*

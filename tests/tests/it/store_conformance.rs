@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use integration_tests::pg::TestDb;
+use integration_tests::stores;
 use shared::store::{testsuite, PostgresStore, SqliteStore, StoreError, TranscriptStore};
 
 /// A store under test with whatever keeps it alive (its database or directory).
@@ -13,8 +14,7 @@ struct Fixture<G> {
 }
 
 async fn postgres() -> Fixture<TestDb> {
-    let db = TestDb::create().await;
-    let store = db.store().await;
+    let (store, db) = stores::postgres().await;
     Fixture {
         store: Arc::new(store),
         _guard: db,
@@ -22,17 +22,13 @@ async fn postgres() -> Fixture<TestDb> {
 }
 
 async fn sqlite() -> Fixture<tempfile::TempDir> {
-    let dir = tempfile::tempdir().expect("create a temp dir");
-    let store = SqliteStore::open(&dir.path().join("sediment.db"))
-        .await
-        .expect("open sqlite store");
+    let (store, dir) = stores::sqlite().await;
     Fixture {
         store: Arc::new(store),
         _guard: dir,
     }
 }
 
-/// One test per backend and suite function: `suite!(backend_fn; check, ...)`.
 macro_rules! suite {
     ($backend:ident; $($check:ident),* $(,)?) => {
         mod $backend {
