@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use shared::domain::Tenant;
 use shared::memory::{Category, Memory, MemoryStatus, MAX_PRIORITY};
 use shared::runtime::error_chain;
 use shared::store::memory::{MemoryCursor, MemoryFilter, MemoryPatch, ProvenanceRecord, LAYER_L1};
@@ -289,7 +290,7 @@ pub async fn patch(
         .patch_memory(&tenant, id, &patch, &record)
         .await?
         .ok_or_else(|| ApiError::NotFound("memory not found".into()))?;
-    follow_in_index(&state).await;
+    follow_in_index(&state, &tenant, id).await;
     let changed: Vec<&str> = [
         ("content", patch.content.is_some()),
         ("category", patch.category.is_some()),
@@ -327,7 +328,7 @@ pub async fn delete(
     if !state.backends.memories.delete_memory(&tenant, id).await? {
         return Err(ApiError::NotFound("memory not found".into()));
     }
-    follow_in_index(&state).await;
+    follow_in_index(&state, &tenant, id).await;
     super::audit::record(
         &state,
         super::audit::Audited {
@@ -344,11 +345,12 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Applies the change to the index now, so that the next recall sees it. The change is
-/// already committed with its outbox entry; if this fails, the extract worker's sweep
-/// applies it.
-async fn follow_in_index(state: &AppState) {
-    if let Err(e) = state.memory_indexer.drain().await {
+/// Applies the change to this memory's point now, so that the next recall sees it, instead of
+/// draining the whole outbox (every tenant's backlog) on a user's request. The change is
+/// already committed with its outbox entry; if this fails, the extract worker's sweep applies
+/// it.
+async fn follow_in_index(state: &AppState, tenant: &Tenant, id: Uuid) {
+    if let Err(e) = state.memory_indexer.sync(tenant, &[id]).await {
         tracing::warn!(error = %error_chain(&e), "memory index update failed; the sweep will apply it");
     }
 }

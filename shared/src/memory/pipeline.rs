@@ -628,39 +628,48 @@ impl MemoryIndexer {
                 }
             }
             for (tenant, ids) in by_tenant {
-                let found = self.memories.memories_by_id(&tenant, &ids).await?;
-                let active: Vec<&Memory> = found.iter().filter(|m| m.status == MemoryStatus::Active).collect();
-                let gone: Vec<Uuid> = ids
-                    .iter()
-                    .copied()
-                    .filter(|id| !active.iter().any(|m| m.id == *id))
-                    .collect();
-                if !active.is_empty() {
-                    let vectors = self.embed(&active).await?;
-                    let points: Vec<IndexPoint> = active
-                        .iter()
-                        .zip(vectors)
-                        .map(|(m, dense)| IndexPoint {
-                            id: m.id,
-                            kind: PointKind::Memory,
-                            tenant: m.tenant.clone(),
-                            session_id: m.session_id.clone(),
-                            text: m.content.clone(),
-                            dense,
-                        })
-                        .collect();
-                    self.index.upsert(&points).await?;
-                    ::metrics::counter!(metrics::MEMORIES_INDEXED, "op" => "upsert").increment(points.len() as u64);
-                }
-                if !gone.is_empty() {
-                    self.index.delete(&gone).await?;
-                    ::metrics::counter!(metrics::MEMORIES_INDEXED, "op" => "delete").increment(gone.len() as u64);
-                }
+                self.sync(&tenant, &ids).await?;
             }
             let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
             self.memories.clear_outbox(&seqs).await?;
             total += entries.len();
         }
+    }
+
+    /// Brings the index in line with the store for these memories of `tenant`: upserts the
+    /// active ones, deletes the points of the others (archived, deleted, unknown). Leaves the
+    /// outbox alone: for a caller that must see one change in the index now (a user's
+    /// correction), while the worker's drain applies it again, harmlessly.
+    pub async fn sync(&self, tenant: &Tenant, ids: &[Uuid]) -> Result<(), PipelineError> {
+        let found = self.memories.memories_by_id(tenant, ids).await?;
+        let active: Vec<&Memory> = found.iter().filter(|m| m.status == MemoryStatus::Active).collect();
+        let gone: Vec<Uuid> = ids
+            .iter()
+            .copied()
+            .filter(|id| !active.iter().any(|m| m.id == *id))
+            .collect();
+        if !active.is_empty() {
+            let vectors = self.embed(&active).await?;
+            let points: Vec<IndexPoint> = active
+                .iter()
+                .zip(vectors)
+                .map(|(m, dense)| IndexPoint {
+                    id: m.id,
+                    kind: PointKind::Memory,
+                    tenant: m.tenant.clone(),
+                    session_id: m.session_id.clone(),
+                    text: m.content.clone(),
+                    dense,
+                })
+                .collect();
+            self.index.upsert(&points).await?;
+            ::metrics::counter!(metrics::MEMORIES_INDEXED, "op" => "upsert").increment(points.len() as u64);
+        }
+        if !gone.is_empty() {
+            self.index.delete(&gone).await?;
+            ::metrics::counter!(metrics::MEMORIES_INDEXED, "op" => "delete").increment(gone.len() as u64);
+        }
+        Ok(())
     }
 
     /// Dense vectors for the memories; keyword-only when there is no embedder or it refuses
