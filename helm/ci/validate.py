@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Lints, renders and validates the sediment Helm chart offline; exits non-zero on any error.
 
-What it checks, for each scenario (the default values; helm/ci/all-options.yaml; the same with
-keda.enabled=false, which takes the HPA path):
+What it checks, for each scenario (the default values plus an S3 bucket, which the default scene
+and persona workers require; the default values with layers.enabled=false, which need none;
+helm/ci/all-options.yaml; the same with keda.enabled=false, which takes the HPA path; the same
+without an S3 bucket, which takes the local file store):
   1. `helm lint --strict` and `helm template` through helm-python-sdk (Helm's Go SDK, no helm
      binary): a chart that does not lint or render fails.
   2. Every rendered manifest against the Kubernetes OpenAPI schemas (kubernetes-validate,
@@ -15,13 +17,19 @@ keda.enabled=false, which takes the HPA path):
      declared ports, listen addresses match container ports, grace periods exceed the drain
      deadline, KEDA reads the worker's real queue ({prefix}.{kind}), autoscaled Deployments
      leave `replicas` unset, and (defaults) each worker's binary is a [[bin]] of the workspace.
+     Every enabled worker kind gets its Deployment, PodDisruptionBudget, metrics Service and
+     autoscaler, and no other kind does (scene and persona only while layers.enabled). The API,
+     the scene and persona workers and the migration Job see one and the same file store (S3,
+     or a local directory only with files.allowLocal), the layer and S3 values reach the
+     variables they name, and no ConfigMap carries a secret.
 Once per run:
   4. The Grafana dashboard and the alert rules: every PromQL expression parses (promql-parser)
      and every sediment_* metric it reads is defined in shared/src/metrics.rs.
   5. helm/README.md documents every key of values.yaml, and names no key that does not exist.
   6. A self-test: broken inputs (replicas: "three", a misspelt field, a KEDA field of the wrong
-     type, a grace period under the drain deadline, an unknown metric, bad PromQL, an
-     undocumented value) must each be rejected, so the checks above are known to bite.
+     type, a grace period under the drain deadline, the scene worker without S3, an unknown
+     metric, bad PromQL, an undocumented value, hand-broken manifests, ...) must each be
+     rejected, so the checks above are known to bite.
 
 Usage: validate.py [--no-self-test] [-v]
 """
@@ -32,6 +40,7 @@ import argparse
 import contextlib
 import copy
 import functools
+import hashlib
 import json
 import os
 import re
@@ -69,6 +78,36 @@ CRD_MODELS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): ("cloudcoil.models.prometheus_operator.v1", "ServiceMonitor"),
     ("monitoring.coreos.com/v1", "PrometheusRule"): ("cloudcoil.models.prometheus_operator.v1", "PrometheusRule"),
 }
+
+# Worker kinds that build the memory layers: deployed only while layers.enabled, and users of
+# the shared file store (like the API and, for its settings check, the migration Job).
+LAYER_KINDS = {"scene", "persona"}
+# Environment variable -> the value that sets it.
+LAYER_ENV = {
+    "SEDIMENT_LAYERS": ("layers", "enabled"),
+    "SEDIMENT_SCENE_CAP": ("layers", "scene", "cap"),
+    "SEDIMENT_SCENE_AFTER_L1_MS": ("layers", "scene", "afterL1Ms"),
+    "SEDIMENT_SCENE_MIN_GAP_MS": ("layers", "scene", "minGapMs"),
+    "SEDIMENT_SCENE_MAX_WAIT_MS": ("layers", "scene", "maxWaitMs"),
+    "SEDIMENT_SCENE_MAX_STEPS": ("layers", "scene", "maxSteps"),
+    "SEDIMENT_SCENE_MAX_MEMORIES": ("layers", "scene", "maxMemories"),
+    "SEDIMENT_SCENE_LEASE_MS": ("layers", "scene", "leaseMs"),
+    "SEDIMENT_SCENE_RETRY_MS": ("layers", "scene", "retryMs"),
+    "SEDIMENT_PERSONA_MEMORY_THRESHOLD": ("layers", "persona", "memoryThreshold"),
+    "SEDIMENT_PERSONA_LEASE_MS": ("layers", "persona", "leaseMs"),
+}
+S3_ENV = {
+    "SEDIMENT_S3_BUCKET": ("files", "s3", "bucket"),
+    "SEDIMENT_S3_ENDPOINT": ("files", "s3", "endpoint"),
+    "SEDIMENT_S3_REGION": ("files", "s3", "region"),
+    "SEDIMENT_S3_PATH_STYLE": ("files", "s3", "pathStyle"),
+    "SEDIMENT_S3_PREFIX": ("files", "s3", "prefix"),
+}
+S3_KEYS = ("SEDIMENT_S3_ACCESS_KEY_ID", "SEDIMENT_S3_SECRET_ACCESS_KEY")
+# The least the default values need: an S3 bucket for the scene and persona workers.
+WITH_S3 = {"files": {"s3": {"bucket": "sediment", "endpoint": "http://minio:9000", "accessKeyId": "minio", "secretAccessKey": "s3-secret"}}}
+# Variables that hold secrets: never in a ConfigMap.
+SECRET_ENV = re.compile(r"^SEDIMENT_(DATABASE_URL|AMQP_URL|\w*(_KEY|_KEY_ID|_TOKEN|_PASSWORD|_SECRET))$")
 
 # kubernetes-validate reads its (large) schema files on every call; read each once.
 kv_utils.schema_contents = functools.lru_cache(maxsize=None)(kv_utils.schema_contents)
@@ -342,6 +381,179 @@ def check_wiring(manifests: dict[str, list[dict]], values: dict, errors: Errors,
             if hooks != {"pre-install", "pre-upgrade"}:
                 errors.add(f"{where}: Job/{job['metadata']['name']}", f"hooks are {sorted(hooks)}, not pre-install,pre-upgrade")
 
+    check_workers(by_kind, values, errors, where)
+    check_files(by_kind, values, errors, where)
+    check_settings(by_kind, config, values, errors, where)
+
+
+def value_at(values: dict, path: tuple[str, ...]) -> Any:
+    for key in path:
+        values = (values or {}).get(key)
+    return values
+
+
+def effective_workers(values: dict) -> dict[str, dict]:
+    """Each worker kind's settings as the chart computes them: workerDefaults overlaid by its
+    entry (maps merged one level deep), enabled by default, layer kinds off with the layers."""
+    out = {}
+    for kind, entry in (values.get("workers") or {}).items():
+        w = copy.deepcopy(values.get("workerDefaults") or {})
+        for key, value in (entry or {}).items():
+            if isinstance(value, dict) and isinstance(w.get(key), dict):
+                w[key].update(copy.deepcopy(value))
+            else:
+                w[key] = copy.deepcopy(value)
+        w.setdefault("enabled", True)
+        if kind in LAYER_KINDS and not value_at(values, ("layers", "enabled")):
+            w["enabled"] = False
+        out[kind] = w
+    return out
+
+
+def check_workers(by_kind: dict[str, list[dict]], values: dict, errors: Errors, where: str) -> None:
+    """One entry of `workers` is all a kind takes: its Deployment, PodDisruptionBudget, metrics
+    Service and autoscaler follow from it, and nothing runs for a disabled kind."""
+    workers = effective_workers(values)
+    deployments = {}
+    for d in by_kind.get("Deployment", []):
+        kind = d["metadata"].get("labels", {}).get("sediment.io/worker")
+        if kind:
+            deployments[kind] = d
+    for kind, w in sorted(workers.items()):
+        at = f"{where}: workers.{kind}"
+        dep = deployments.get(kind)
+        if not w["enabled"]:
+            if dep is not None:
+                why = " (layers.enabled is false)" if kind in LAYER_KINDS and (values.get("workers", {}).get(kind) or {}).get("enabled", True) else ""
+                errors.add(at, f"is disabled{why}, yet Deployment/{dep['metadata']['name']} runs it")
+            continue
+        if dep is None:
+            errors.add(at, "is enabled, yet no Deployment runs it")
+            continue
+        name = dep["metadata"]["name"]
+        pod_labels = dep["spec"]["template"]["metadata"].get("labels", {})
+        command = dep["spec"]["template"]["spec"]["containers"][0]["command"]
+        if command != (w.get("command") or [f"sediment-{kind}"]):
+            errors.add(at, f"runs {command}, not {w.get('command') or [f'sediment-{kind}']}")
+        pdbs = [b for b in by_kind.get("PodDisruptionBudget", []) if matches(b["spec"]["selector"]["matchLabels"], pod_labels)]
+        if bool(pdbs) != bool(w["pdb"]["enabled"]):
+            errors.add(at, f"pdb.enabled is {json.dumps(w['pdb']['enabled'])}, and {len(pdbs)} PodDisruptionBudgets cover Deployment/{name}")
+        if value_at(values, ("metrics", "serviceMonitor", "enabled")):
+            scraped = [
+                svc for svc in by_kind.get("Service", [])
+                if svc["metadata"].get("labels", {}).get("sediment.io/metrics") == "worker" and matches(svc["spec"]["selector"], pod_labels)
+            ]
+            if len(scraped) != 1:
+                errors.add(at, f"{len(scraped)} metrics Services select Deployment/{name}, not 1")
+        scalers = [
+            o for k in ("ScaledObject", "HorizontalPodAutoscaler") for o in by_kind.get(k, [])
+            if o["spec"]["scaleTargetRef"]["name"] == name
+        ]
+        want = ("ScaledObject" if values.get("keda", {}).get("enabled") else "HorizontalPodAutoscaler") if w["autoscaling"]["enabled"] else None
+        if [o["kind"] for o in scalers] != ([want] if want else []):
+            errors.add(at, f"autoscaling.enabled is {json.dumps(w['autoscaling']['enabled'])}, yet Deployment/{name} is scaled by {[o['kind'] for o in scalers] or 'nothing'}")
+    for kind, dep in deployments.items():
+        if kind not in workers:
+            errors.add(where, f"Deployment/{dep['metadata']['name']} runs worker {kind!r}, which values.workers does not have")
+
+
+def resolved_env(container: dict, by_kind: dict[str, list[dict]]) -> dict[str, str]:
+    """A container's environment as far as the rendered objects tell: envFrom of rendered
+    ConfigMaps and Secrets, then `env` (value, or `secret:<name>/<key>` for a secretKeyRef).
+    Secrets are given as a digest, so that error messages never print one."""
+    maps = {d["metadata"]["name"]: d.get("data") or {} for d in by_kind.get("ConfigMap", [])}
+    secrets = {d["metadata"]["name"]: d.get("stringData") or d.get("data") or {} for d in by_kind.get("Secret", [])}
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            env.update(maps.get(source["configMapRef"]["name"], {}))
+        if "secretRef" in source:
+            for key, value in secrets.get(source["secretRef"]["name"], {}).items():
+                env[key] = f"<secret sha256:{hashlib.sha256(str(value).encode()).hexdigest()[:12]}>" if SECRET_ENV.match(key) else value
+    for e in container.get("env", []):
+        ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+        env[e["name"]] = f"secret:{ref['name']}/{ref['key']}" if ref else e.get("value", "")
+    return env
+
+
+def check_files(by_kind: dict[str, list[dict]], values: dict, errors: Errors, where: str) -> None:
+    """The API, the scene and persona workers and the migration Job see one file store, shared
+    (S3) unless files.allowLocal; no ConfigMap holds a secret; secretKeyRefs name real Secrets."""
+    users = []
+    for d in by_kind.get("Deployment", []):
+        labels = d["metadata"].get("labels", {})
+        if labels.get("app.kubernetes.io/component") == "api" or labels.get("sediment.io/worker") in LAYER_KINDS:
+            users.append(d)
+    users += [j for j in by_kind.get("Job", []) if "migrate" in j["spec"]["template"]["spec"]["containers"][0]["command"]]
+    layer_workers = [d for d in users if d["metadata"].get("labels", {}).get("sediment.io/worker") in LAYER_KINDS]
+    stores = {}
+    for obj in users:
+        at = f"{where}: {obj['kind']}/{obj['metadata']['name']}"
+        env = resolved_env(obj["spec"]["template"]["spec"]["containers"][0], by_kind)
+        bucket, local = env.get("SEDIMENT_S3_BUCKET"), env.get("SEDIMENT_FILES_DIR")
+        if not bucket and not local:
+            errors.add(at, "has neither SEDIMENT_S3_BUCKET nor SEDIMENT_FILES_DIR: no file store")
+        keys = [k for k in S3_KEYS if k in env]
+        if bucket and len(keys) == 1:
+            errors.add(at, f"has {keys[0]} without its partner")
+        stores[at] = tuple(env.get(k) for k in (*S3_ENV, *S3_KEYS, "SEDIMENT_FILES_DIR"))
+    if len(set(stores.values())) > 1:
+        errors.add(where, "the API, the layer workers and the migration Job see different file stores: " + "; ".join(f"{k} {v}" for k, v in stores.items()))
+    for d in layer_workers:
+        env = resolved_env(d["spec"]["template"]["spec"]["containers"][0], by_kind)
+        if not env.get("SEDIMENT_S3_BUCKET") and not value_at(values, ("files", "allowLocal")):
+            errors.add(f"{where}: Deployment/{d['metadata']['name']}", "keeps scene and persona documents in a per-pod directory without files.allowLocal")
+
+    secret_values = {
+        v for v in (
+            value_at(values, ("database", "url")), value_at(values, ("rabbitmq", "url")),
+            value_at(values, ("qdrant", "apiKey")), value_at(values, ("embedding", "apiKey")), value_at(values, ("llm", "apiKey")),
+            value_at(values, ("files", "s3", "accessKeyId")), value_at(values, ("files", "s3", "secretAccessKey")),
+            *(values.get("secretEnv") or {}).values(),
+        ) if isinstance(v, str) and v
+    }
+    for cm in by_kind.get("ConfigMap", []):
+        for key, value in (cm.get("data") or {}).items():
+            if SECRET_ENV.match(key) or value in secret_values:
+                errors.add(f"{where}: ConfigMap/{cm['metadata']['name']}", f"holds the secret {key}: secrets go in a Secret")
+
+    given = {values.get("existingSecret"), value_at(values, ("files", "s3", "existingSecret"))} | {
+        (e.get("secretRef") or {}).get("name") for e in values.get("extraEnvFrom") or []
+    }
+    rendered = {d["metadata"]["name"] for d in by_kind.get("Secret", [])}
+    for kind in ("Deployment", "Job"):
+        for obj in by_kind.get(kind, []):
+            for c in obj["spec"]["template"]["spec"]["containers"]:
+                for e in c.get("env", []):
+                    ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+                    if ref and ref["name"] not in rendered | given:
+                        errors.add(f"{where}: {kind}/{obj['metadata']['name']}", f"env {e['name']} reads Secret {ref['name']}, which is neither rendered nor given")
+
+
+def check_settings(by_kind: dict[str, list[dict]], config: dict, values: dict, errors: Errors, where: str) -> None:
+    """Each layer and S3 value reaches the variable it names, in the pods' ConfigMap."""
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+    want = {env: text(value_at(values, path)) for env, path in LAYER_ENV.items()}
+    if value_at(values, ("files", "s3", "bucket")):
+        want |= {env: text(value_at(values, path)) for env, path in S3_ENV.items() if value_at(values, path) not in ("", None)}
+        for env in S3_ENV:
+            if env not in want and env in config:
+                errors.add(f"{where}: ConfigMap", f"sets {env}, whose value is empty")
+    else:
+        want["SEDIMENT_FILES_DIR"] = text(value_at(values, ("files", "localDir")))
+        for env in S3_ENV:
+            if env in config:
+                errors.add(f"{where}: ConfigMap", f"sets {env} without files.s3.bucket")
+    for env, value in want.items():
+        if config.get(env) != value:
+            errors.add(f"{where}: ConfigMap", f"{env} is {config.get(env)!r}, the values say {value!r}")
+
 
 # --- 4. dashboard and alerts -----------------------------------------------------------------
 
@@ -500,8 +712,42 @@ def self_test(all_options: dict, known: set[str], verbose: bool) -> list[str]:
     """Broken inputs that must be rejected; returns the ones that were not."""
     keda_on = deep_merge(all_options, {"keda": {"enabled": True}})
 
-    def scenario(values: dict) -> Callable[[Errors], None]:
-        return lambda errors: check_scenario("self-test", values, errors)
+    def scenario(values: dict, base: dict = WITH_S3) -> Callable[[Errors], None]:
+        return lambda errors: check_scenario("self-test", deep_merge(base, values), errors)
+
+    # Hand-broken manifests: a good render (the defaults with S3), changed by `breaks`, checked
+    # against the values `values` (merged over values.yaml).
+    good: dict[str, list[dict]] = {}
+
+    def wiring(breaks: Callable[[dict[str, list[dict]]], None], values: dict = WITH_S3) -> Callable[[Errors], None]:
+        def run(errors: Errors) -> None:
+            if not good:
+                good.update(render(WITH_S3, errors, "self-test"))
+            manifests = copy.deepcopy(good)
+            breaks(manifests)
+            check_wiring(manifests, deep_merge(load_yaml(CHART / "values.yaml"), values), errors, "self-test", False)
+        return run
+
+    def objects(manifests: dict[str, list[dict]], kind: str) -> list[dict]:
+        return [d for ds in manifests.values() for d in ds if d["kind"] == kind]
+
+    def config_map(manifests: dict[str, list[dict]]) -> dict:
+        return next(c["data"] for c in objects(manifests, "ConfigMap") if "SEDIMENT_SHUTDOWN_DEADLINE_MS" in c["data"])
+
+    def drop_worker(kind: str) -> Callable[[dict[str, list[dict]]], None]:
+        def run(manifests: dict[str, list[dict]]) -> None:
+            for path in manifests:
+                manifests[path] = [
+                    d for d in manifests[path]
+                    if not (d["kind"] == "Deployment" and d["metadata"]["labels"].get("sediment.io/worker") == kind)
+                ]
+        return run
+
+    def drop_env(name: str) -> Callable[[dict[str, list[dict]]], None]:
+        def run(manifests: dict[str, list[dict]]) -> None:
+            dep = next(d for d in objects(manifests, "Deployment") if d["metadata"]["labels"].get("sediment.io/worker") == "scene")
+            dep["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": name, "value": "/tmp/own"})
+        return run
 
     def custom(doc: dict) -> Callable[[Errors], None]:
         return lambda errors: validate_custom(doc, errors, "self-test")
@@ -539,6 +785,34 @@ def self_test(all_options: dict, known: set[str], verbose: bool) -> list[str]:
         ("a metric that does not exist", rule("rate(sediment_no_such_metric_total[5m])"), "not defined"),
         ("PromQL that does not parse", rule("sum(rate(sediment_recalls_total[5m])"), "does not parse"),
         ("an undocumented value", lambda errors: check_docs({"api": {"brandNewKnob": 1}}, README.read_text(), errors), "brandNewKnob"),
+        # The file store and the memory layers.
+        ("the scene and persona workers without S3", scenario({}, base={}), "files.s3.bucket is required while workers.persona and workers.scene are enabled"),
+        ("the persona worker alone without S3", scenario({"workers": {"scene": {"enabled": False}}}, base={}), "files.s3.bucket is required while workers.persona is"),
+        ("all options without S3 nor allowLocal", scenario({"files": {"s3": {"bucket": "", "endpoint": "", "prefix": ""}, "allowLocal": False}}, base=all_options), "files.s3.bucket is required"),
+        ("an S3 access key without its secret", scenario({"files": {"s3": {"secretAccessKey": ""}}}), "set both or neither"),
+        ("an S3 endpoint without a scheme", scenario({"files": {"s3": {"endpoint": "minio:9000"}}}), "files.s3.endpoint must start"),
+        ("an S3 endpoint without a bucket", scenario({"files": {"s3": {"endpoint": "http://minio:9000"}}, "layers": {"enabled": False}}, base={}), "need files.s3.bucket"),
+        ("a bucket name S3 refuses", scenario({"files": {"s3": {"bucket": "My_Bucket"}}}), "must be an S3 bucket name"),
+        ('files.s3.pathStyle: "yes"', scenario({"files": {"s3": {"pathStyle": "yes"}}}), "files.s3.pathStyle must be true or false"),
+        ("a relative files.localDir", scenario({"files": {"allowLocal": True, "localDir": "data/files"}}, base={}), "files.localDir must be an absolute path"),
+        ("an S3 setting in config", scenario({"config": {"SEDIMENT_S3_BUCKET": "other"}}), "the chart sets"),
+        ("a layer setting in config", scenario({"config": {"SEDIMENT_SCENE_CAP": 20}}), "the chart sets"),
+        ("an S3 key in secretEnv as well", scenario({"secretEnv": {"SEDIMENT_S3_ACCESS_KEY_ID": "AKID2"}}), "the chart already sets SEDIMENT_S3_ACCESS_KEY_ID"),
+        ("a secret in config", scenario({"config": {"SEDIMENT_OPS_TOKEN": "0123456789abcdef"}}), "looks like a secret"),
+        ("layers.scene.cap: 0", scenario({"layers": {"scene": {"cap": 0}}}), "layers.scene.cap (SEDIMENT_SCENE_CAP) must be a whole number above 0"),
+        ('layers.scene.leaseMs: "ten minutes"', scenario({"layers": {"scene": {"leaseMs": "ten minutes"}}}), "layers.scene.leaseMs"),
+        ("layers.persona.memoryThreshold: 2.5", scenario({"layers": {"persona": {"memoryThreshold": 2.5}}}), "layers.persona.memoryThreshold"),
+        ('layers.enabled: "false"', scenario({"layers": {"enabled": "false"}}), "layers.enabled must be true or false"),
+        # The wiring checks, on hand-broken manifests.
+        ("an enabled worker with no Deployment", wiring(drop_worker("persona")), "workers.persona: is enabled, yet no Deployment"),
+        ("a scene worker deployed with the layers off", wiring(lambda m: None, deep_merge(WITH_S3, {"layers": {"enabled": False}})), "layers.enabled is false"),
+        ("a PodDisruptionBudget the values turned off", wiring(lambda m: None, deep_merge(WITH_S3, {"workers": {"scene": {"pdb": {"enabled": False}}}})), "pdb.enabled is false"),
+        ("a worker with its own file store", wiring(drop_env("SEDIMENT_FILES_DIR")), "see different file stores"),
+        ("a secret in the ConfigMap", wiring(lambda m: config_map(m).update(SEDIMENT_S3_SECRET_ACCESS_KEY="x")), "holds the secret SEDIMENT_S3_SECRET_ACCESS_KEY"),
+        ("a secret value in the ConfigMap", wiring(lambda m: config_map(m).update(SEDIMENT_NOTE="s3-secret")), "holds the secret SEDIMENT_NOTE"),
+        ("a layer value on the wrong variable", wiring(lambda m: config_map(m).update(SEDIMENT_SCENE_MIN_GAP_MS="3600000")), "SEDIMENT_SCENE_MIN_GAP_MS is '3600000'"),
+        ("a Secret that does not exist", wiring(lambda m: objects(m, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"].append(
+            {"name": "SEDIMENT_X", "valueFrom": {"secretKeyRef": {"name": "nowhere", "key": "x"}}})), "reads Secret nowhere"),
     ]
     missed = []
     for title, run, fragment in cases:
@@ -574,9 +848,11 @@ def main() -> int:
     errors = Errors()
     all_options = load_yaml(HERE / "all-options.yaml")
     scenarios = [
-        ("defaults", {}, True),
+        ("defaults + S3", WITH_S3, True),
+        ("defaults, layers off", {"layers": {"enabled": False}}, True),
         ("all-options", all_options, False),
         ("all-options, keda off", deep_merge(all_options, {"keda": {"enabled": False}}), False),
+        ("all-options, local files", deep_merge(all_options, {"files": {"s3": {"bucket": "", "endpoint": "", "prefix": ""}}}), False),
     ]
     known = defined_metrics()
     used: set[str] = set()

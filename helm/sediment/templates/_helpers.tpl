@@ -66,7 +66,29 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Environment variables the chart sets itself; `config` may not set them. */}}
 {{- define "sediment.managedEnv" -}}
-{{- list "SEDIMENT_DATABASE_URL" "SEDIMENT_AMQP_URL" "SEDIMENT_AMQP_PREFIX" "SEDIMENT_QDRANT_URL" "SEDIMENT_QDRANT_COLLECTION" "SEDIMENT_QDRANT_API_KEY" "SEDIMENT_EMBEDDING" "SEDIMENT_EMBEDDING_URL" "SEDIMENT_EMBEDDING_MODEL" "SEDIMENT_EMBEDDING_DIMENSION" "SEDIMENT_EMBEDDING_API_KEY" "SEDIMENT_MODEL_DIR" "SEDIMENT_LLM_URL" "SEDIMENT_LLM_MODEL" "SEDIMENT_LLM_API_KEY" "SEDIMENT_LISTEN" "SEDIMENT_WORKER_HEALTH_LISTEN" "SEDIMENT_SHUTDOWN_DEADLINE_MS" | toJson }}
+{{- list "SEDIMENT_DATABASE_URL" "SEDIMENT_AMQP_URL" "SEDIMENT_AMQP_PREFIX" "SEDIMENT_QDRANT_URL" "SEDIMENT_QDRANT_COLLECTION" "SEDIMENT_QDRANT_API_KEY" "SEDIMENT_EMBEDDING" "SEDIMENT_EMBEDDING_URL" "SEDIMENT_EMBEDDING_MODEL" "SEDIMENT_EMBEDDING_DIMENSION" "SEDIMENT_EMBEDDING_API_KEY" "SEDIMENT_MODEL_DIR" "SEDIMENT_LLM_URL" "SEDIMENT_LLM_MODEL" "SEDIMENT_LLM_API_KEY" "SEDIMENT_LISTEN" "SEDIMENT_WORKER_HEALTH_LISTEN" "SEDIMENT_SHUTDOWN_DEADLINE_MS" "SEDIMENT_S3_BUCKET" "SEDIMENT_S3_ENDPOINT" "SEDIMENT_S3_REGION" "SEDIMENT_S3_PATH_STYLE" "SEDIMENT_S3_PREFIX" "SEDIMENT_S3_ACCESS_KEY_ID" "SEDIMENT_S3_SECRET_ACCESS_KEY" "SEDIMENT_FILES_DIR" "SEDIMENT_LAYERS" | concat (keys (include "sediment.layerEnv" . | fromYaml)) | toJson }}
+{{- end }}
+
+{{/* Worker kinds that build the memory layers: deployed only while layers.enabled, and they
+need the shared file store. */}}
+{{- define "sediment.layerKinds" -}}
+{{- list "scene" "persona" | toJson }}
+{{- end }}
+
+{{/* The layer settings: environment variable -> (value path, value). */}}
+{{- define "sediment.layerEnv" -}}
+{{- $s := .Values.layers.scene }}
+{{- $p := .Values.layers.persona }}
+SEDIMENT_SCENE_CAP: [layers.scene.cap, {{ $s.cap | toJson }}]
+SEDIMENT_SCENE_AFTER_L1_MS: [layers.scene.afterL1Ms, {{ $s.afterL1Ms | toJson }}]
+SEDIMENT_SCENE_MIN_GAP_MS: [layers.scene.minGapMs, {{ $s.minGapMs | toJson }}]
+SEDIMENT_SCENE_MAX_WAIT_MS: [layers.scene.maxWaitMs, {{ $s.maxWaitMs | toJson }}]
+SEDIMENT_SCENE_MAX_STEPS: [layers.scene.maxSteps, {{ $s.maxSteps | toJson }}]
+SEDIMENT_SCENE_MAX_MEMORIES: [layers.scene.maxMemories, {{ $s.maxMemories | toJson }}]
+SEDIMENT_SCENE_LEASE_MS: [layers.scene.leaseMs, {{ $s.leaseMs | toJson }}]
+SEDIMENT_SCENE_RETRY_MS: [layers.scene.retryMs, {{ $s.retryMs | toJson }}]
+SEDIMENT_PERSONA_MEMORY_THRESHOLD: [layers.persona.memoryThreshold, {{ $p.memoryThreshold | toJson }}]
+SEDIMENT_PERSONA_LEASE_MS: [layers.persona.leaseMs, {{ $p.leaseMs | toJson }}]
 {{- end }}
 
 {{/*
@@ -110,6 +132,56 @@ Checks values the Kubernetes schemas cannot: fails the render with a message nam
 {{- if has $key $managed }}
 {{- fail (printf "config.%s: the chart sets %s itself; use the matching value instead (see helm/README.md)" $key $key) }}
 {{- end }}
+{{- if regexMatch "(_KEY|_KEY_ID|_TOKEN|_PASSWORD|_SECRET)$" $key }}
+{{- fail (printf "config.%s looks like a secret, and config is a ConfigMap: put it in secretEnv or your existingSecret" $key) }}
+{{- end }}
+{{- end }}
+{{- if not .Values.existingSecret }}
+{{- $own := include "sediment.chartSecretData" . | fromYaml }}
+{{- range $key, $_ := .Values.secretEnv }}
+{{- if hasKey $own $key }}
+{{- fail (printf "secretEnv.%s: the chart already sets %s from its own values (see helm/README.md); set it there, not twice" $key $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not (kindIs "bool" .Values.layers.enabled) }}
+{{- fail (printf "layers.enabled must be true or false (got %s)" (toJson .Values.layers.enabled)) }}
+{{- end }}
+{{- range $env, $entry := include "sediment.layerEnv" . | fromYaml }}
+{{- $value := index $entry 1 }}
+{{- if not (and (or (kindIs "float64" $value) (kindIs "int64" $value) (kindIs "int" $value)) (eq (float64 $value) (float64 (int64 $value))) (gt (int64 $value) 0)) }}
+{{- fail (printf "%s (%s) must be a whole number above 0 (got %s)" (index $entry 0) $env (toJson $value)) }}
+{{- end }}
+{{- end }}
+{{- $s3 := .Values.files.s3 }}
+{{- if $s3.bucket }}
+{{- if not (regexMatch "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$" $s3.bucket) }}
+{{- fail (printf "files.s3.bucket must be an S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-' (got %q)" $s3.bucket) }}
+{{- end }}
+{{- if and $s3.endpoint (not (regexMatch "^https?://[^/]" $s3.endpoint)) }}
+{{- fail (printf "files.s3.endpoint must start with http:// or https:// (got %q)" $s3.endpoint) }}
+{{- end }}
+{{- if not $s3.region }}
+{{- fail "files.s3.region is required with files.s3.bucket (us-east-1 suits MinIO and most S3-compatible stores)" }}
+{{- end }}
+{{- if not (kindIs "bool" $s3.pathStyle) }}
+{{- fail (printf "files.s3.pathStyle must be true or false (got %s)" (toJson $s3.pathStyle)) }}
+{{- end }}
+{{- if $s3.existingSecret }}
+{{- if not (and $s3.existingSecretKeys.accessKeyId $s3.existingSecretKeys.secretAccessKey) }}
+{{- fail "files.s3.existingSecretKeys.accessKeyId and .secretAccessKey must name the keys of files.s3.existingSecret" }}
+{{- end }}
+{{- else if and (not .Values.existingSecret) (ne (not $s3.accessKeyId) (not $s3.secretAccessKey)) }}
+{{- fail "files.s3.accessKeyId and files.s3.secretAccessKey go together: set both or neither" }}
+{{- end }}
+{{- else if or $s3.endpoint $s3.prefix }}
+{{- fail "files.s3.endpoint and files.s3.prefix need files.s3.bucket (without a bucket there is no S3)" }}
+{{- end }}
+{{- if not (kindIs "bool" .Values.files.allowLocal) }}
+{{- fail (printf "files.allowLocal must be true or false (got %s)" (toJson .Values.files.allowLocal)) }}
+{{- end }}
+{{- if not (or $s3.bucket (hasPrefix "/" (toString .Values.files.localDir))) }}
+{{- fail (printf "files.localDir must be an absolute path (got %q)" (toString .Values.files.localDir)) }}
 {{- end }}
 {{- $deadline := int64 .Values.shutdownDeadlineMs }}
 {{- if le $deadline 0 }}
@@ -118,6 +190,7 @@ Checks values the Kubernetes schemas cannot: fails the render with a message nam
 {{- if le (mul (int64 .Values.api.terminationGracePeriodSeconds) 1000) $deadline }}
 {{- fail (printf "api.terminationGracePeriodSeconds (%v s) must exceed shutdownDeadlineMs (%v ms)" .Values.api.terminationGracePeriodSeconds .Values.shutdownDeadlineMs) }}
 {{- end }}
+{{- $fileUsers := list }}
 {{- range $kind, $w := .Values.workers }}
 {{- if not (regexMatch "^[a-z][a-z0-9-]*$" $kind) }}
 {{- fail (printf "workers.%s: a worker kind is lowercase letters, digits and '-'" $kind) }}
@@ -127,6 +200,12 @@ Checks values the Kubernetes schemas cannot: fails the render with a message nam
 {{- if le (mul (int64 $w.terminationGracePeriodSeconds) 1000) $deadline }}
 {{- fail (printf "workers.%s.terminationGracePeriodSeconds (%v s) must exceed shutdownDeadlineMs (%v ms)" $kind $w.terminationGracePeriodSeconds $.Values.shutdownDeadlineMs) }}
 {{- end }}
+{{- if and $w.enabled $w.layer }}
+{{- $fileUsers = append $fileUsers (printf "workers.%s" $kind) }}
+{{- end }}
+{{- end }}
+{{- if and $fileUsers (not .Values.files.s3.bucket) (not .Values.files.allowLocal) }}
+{{- fail (printf "files.s3.bucket is required while %s %s enabled: the API and every worker replica must share one file store for the scene and persona documents. Set files.s3.bucket (and files.s3.endpoint, credentials ...), or turn the layers off (layers.enabled=false) or those workers (workers.<kind>.enabled=false). files.allowLocal=true keeps a local directory per pod instead, for single-replica tests only." (join " and " $fileUsers) (ternary "are" "is" (gt (len $fileUsers) 1))) }}
 {{- end }}
 {{- end }}
 
@@ -160,6 +239,11 @@ their type. Call with (dict "root" $ "kind" "index" "out" $w).
 {{- if not (hasKey $w "enabled") }}
 {{- $_ := set $w "enabled" true }}
 {{- end }}
+{{- /* Scene and persona: off with the layers, and users of the file store. */}}
+{{- $_ := set $w "layer" (has .kind (include "sediment.layerKinds" $root | fromJsonArray)) }}
+{{- if and $w.layer (not $root.Values.layers.enabled) }}
+{{- $_ := set $w "enabled" false }}
+{{- end }}
 {{- end }}
 
 {{/* Non-secret settings: the ConfigMap's data. */}}
@@ -186,6 +270,25 @@ SEDIMENT_LLM_URL: {{ . | quote }}
 {{- with .Values.llm.model }}
 SEDIMENT_LLM_MODEL: {{ . | quote }}
 {{- end }}
+{{- with .Values.files.s3 }}
+{{- if .bucket }}
+SEDIMENT_S3_BUCKET: {{ .bucket | quote }}
+{{- with .endpoint }}
+SEDIMENT_S3_ENDPOINT: {{ . | quote }}
+{{- end }}
+SEDIMENT_S3_REGION: {{ .region | quote }}
+SEDIMENT_S3_PATH_STYLE: {{ .pathStyle | toString | quote }}
+{{- with .prefix }}
+SEDIMENT_S3_PREFIX: {{ . | quote }}
+{{- end }}
+{{- else }}
+SEDIMENT_FILES_DIR: {{ $.Values.files.localDir | quote }}
+{{- end }}
+{{- end }}
+SEDIMENT_LAYERS: {{ .Values.layers.enabled | toString | quote }}
+{{- range $env, $entry := include "sediment.layerEnv" . | fromYaml }}
+{{ $env }}: {{ index $entry 1 | int64 | toString | quote }}
+{{- end }}
 SEDIMENT_SHUTDOWN_DEADLINE_MS: {{ .Values.shutdownDeadlineMs | int64 | toString | quote }}
 {{- range $key, $value := .Values.config }}
 {{ $key }}: {{ $value | toString | quote }}
@@ -194,6 +297,14 @@ SEDIMENT_SHUTDOWN_DEADLINE_MS: {{ .Values.shutdownDeadlineMs | int64 | toString 
 
 {{/* Secret settings: the Secret's stringData (unless existingSecret). */}}
 {{- define "sediment.secretData" -}}
+{{ include "sediment.chartSecretData" . }}
+{{- range $key, $value := .Values.secretEnv }}
+{{ $key }}: {{ $value | toString | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The secret settings the chart's own values set (secretEnv aside). */}}
+{{- define "sediment.chartSecretData" -}}
 SEDIMENT_DATABASE_URL: {{ .Values.database.url | quote }}
 SEDIMENT_AMQP_URL: {{ .Values.rabbitmq.url | quote }}
 {{- with .Values.qdrant.apiKey }}
@@ -205,8 +316,11 @@ SEDIMENT_EMBEDDING_API_KEY: {{ . | quote }}
 {{- with .Values.llm.apiKey }}
 SEDIMENT_LLM_API_KEY: {{ . | quote }}
 {{- end }}
-{{- range $key, $value := .Values.secretEnv }}
-{{ $key }}: {{ $value | toString | quote }}
+{{- with .Values.files.s3 }}
+{{- if and .bucket (not .existingSecret) .accessKeyId }}
+SEDIMENT_S3_ACCESS_KEY_ID: {{ .accessKeyId | quote }}
+SEDIMENT_S3_SECRET_ACCESS_KEY: {{ .secretAccessKey | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -215,6 +329,24 @@ SEDIMENT_LLM_API_KEY: {{ . | quote }}
 checksum/config: {{ include "sediment.configData" . | sha256sum }}
 {{- if not .Values.existingSecret }}
 checksum/secret: {{ include "sediment.secretData" . | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/* EnvVar entries of every sediment container: the S3 keys from files.s3.existingSecret. */}}
+{{- define "sediment.env" -}}
+{{- with .Values.files.s3 }}
+{{- if and .bucket .existingSecret }}
+- name: SEDIMENT_S3_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .existingSecretKeys.accessKeyId }}
+- name: SEDIMENT_S3_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .existingSecretKeys.secretAccessKey }}
+{{- end }}
 {{- end }}
 {{- end }}
 
