@@ -24,6 +24,9 @@ pub enum ApiError {
     TooManyItems(String),
     #[error("{0}")]
     NotFound(String),
+    /// Not found, with a code of its own (`persona_not_found`: not built yet).
+    #[error("{1}")]
+    NotFoundCode(&'static str, String),
     /// No valid credentials were presented.
     #[error("{0}")]
     Unauthorized(String),
@@ -52,6 +55,7 @@ impl ApiError {
             Self::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::TooManyItems(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_many_items"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::NotFoundCode(code, _) => (StatusCode::NOT_FOUND, code),
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "backend_unavailable"),
@@ -75,6 +79,7 @@ impl IntoResponse for ApiError {
             | Self::PayloadTooLarge(_)
             | Self::TooManyItems(_)
             | Self::NotFound(_)
+            | Self::NotFoundCode(..)
             | Self::Unauthorized(_)
             | Self::Forbidden(_) => self.to_string(),
         };

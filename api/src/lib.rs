@@ -1,9 +1,11 @@
 //! The sediment HTTP API: ingest of L0 turns, session reads and context, conversation search,
-//! recall, L1 memories, prompt overrides, the audit log and the ops page.
+//! recall, L1 memories, L2 scenes and the L3 persona, prompt overrides, the audit log and the
+//! ops page.
 //!
 //! This crate adapts HTTP to calls into `shared` and holds no domain logic (STYLE R4). Whenever
 //! the search index lives in this process (Qdrant Edge), it also runs the workers that use the
-//! index (index and extract); in the embedded deployment it runs the compact worker too.
+//! index (index and extract); in the embedded deployment it runs the compact, scene and persona
+//! workers too.
 
 mod error;
 mod extract;
@@ -116,6 +118,24 @@ pub async fn start(
             &shutdown,
             &mut probes,
         ));
+    }
+
+    // Scenes and persona touch no index either; in the cluster `sediment-scene` and
+    // `sediment-persona` run them.
+    if backends.embedded && settings.layers.enabled {
+        let (scenes, personas) = backends
+            .layer_handlers(settings)
+            .context("build the scene and persona workers")?;
+        for handler in [scenes, personas] {
+            workers.push(spawn_worker(
+                &backends,
+                handler,
+                consumer_settings.clone(),
+                None,
+                &shutdown,
+                &mut probes,
+            ));
+        }
     }
 
     let extract_in_process = backends.api_runs_index_worker && settings.extract.enabled;

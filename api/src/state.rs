@@ -2,6 +2,7 @@ use shared::backends::Backends;
 use shared::config::{Limits, RecallSettings};
 use shared::context::{ContextService, ContextSettings};
 use shared::memory::pipeline::MemoryIndexer;
+use shared::recall::stable::StableSource;
 use shared::recall::Recall;
 use shared::search::ConversationSearch;
 
@@ -35,12 +36,13 @@ impl AppState {
             backends.index.clone(),
             backends.embedder.clone(),
         );
-        let memory_indexer_store = backends.memories.clone();
+        let recall = Recall::new(search.clone(), backends.memories.clone())
+            .with_stable(StableSource::new(backends.scenes.clone(), backends.files.clone()));
         Self {
             memory_indexer,
             context: ContextService::from_backends(&backends, context),
             backends,
-            recall: Recall::new(search.clone(), memory_indexer_store),
+            recall,
             search,
             recall_defaults,
             limits,

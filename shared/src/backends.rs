@@ -6,8 +6,11 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::bus::{AmqpBus, AmqpSettings, EventBus, LocalBus, WorkerKind};
-use crate::config::{Deployment, EmbeddingSettings, IndexBackend, Settings};
+use crate::config::{
+    Deployment, EmbeddingSettings, FileStoreSettings, IndexBackend, LayerSettings, LlmSettings, Settings,
+};
 use crate::embed::{Embedder, LocalEmbedder, OpenAiEmbedder, OpenAiSettings};
+use crate::files::{FileStore, LocalFileStore, S3FileStore};
 use crate::index::{EdgeIndex, QdrantIndex, SearchIndex};
 use crate::llm::{ChatClient, ChatSettings, InstanceTemplates, Prompts};
 use crate::memory::llm::{LlmExtractor, LlmJudge};
@@ -15,10 +18,15 @@ use crate::memory::pipeline::{MemoryIndexer, Pipeline};
 use crate::memory::rules::{RulesExtractor, RulesJudge};
 use crate::memory::schedule::Scheduler;
 use crate::memory::{CardExtractor, ConflictJudge};
+use crate::persona::build::{LlmPersonaEngine, PersonaBuilder, PersonaEngine, PersonaHandler, RulesPersonaEngine};
+use crate::runtime::Handler;
+use crate::scene::editor::{LlmSceneEditor, RulesSceneEditor, SceneEditor};
+use crate::scene::run::{SceneClock, SceneHandler, SceneRunner};
 use crate::store::audit::AuditLog;
 use crate::store::compaction::CompactionStore;
 use crate::store::memory::MemoryStore;
 use crate::store::prompts::{PromptStore, StoredOverrides};
+use crate::store::scene::SceneStore;
 use crate::store::{PostgresStore, SqliteStore, TranscriptStore, INDEX_CONSUMER};
 
 /// One implementation of every port.
@@ -31,6 +39,8 @@ pub struct Backends {
     pub audit: Arc<dyn AuditLog>,
     /// The same database as `store`, seen through the session-compaction port.
     pub compactions: Arc<dyn CompactionStore>,
+    /// The same database as `store`, seen through the scene/persona port.
+    pub scenes: Arc<dyn SceneStore>,
     /// The same database as `store`, seen through the prompt-override port.
     pub prompt_store: Arc<dyn PromptStore>,
     /// The effective prompt templates: builtin, the instance directory, and the overrides of
@@ -40,6 +50,8 @@ pub struct Backends {
     pub index: Arc<dyn SearchIndex>,
     /// `None` when no embedding provider is configured (keyword search only).
     pub embedder: Option<Arc<dyn Embedder>>,
+    /// Documents of scenes, persona and skills: S3, or a local directory.
+    pub files: Arc<dyn FileStore>,
     /// True in the embedded deployment.
     pub embedded: bool,
     /// True when the index lives inside this process (Qdrant Edge): then only this process
@@ -59,6 +71,8 @@ impl Backends {
             Arc<dyn AuditLog>,
         );
         type Ports = (Stores, Arc<dyn EventBus>, bool);
+        // Set in each arm below, from the same database object as `store`.
+        let scenes: Arc<dyn SceneStore>;
         let ((store, memories, compactions, prompt_store, audit), bus, embedded): Ports = match &settings.deployment {
             Deployment::Embedded { data_dir } => {
                 std::fs::create_dir_all(data_dir)
@@ -73,6 +87,7 @@ impl Backends {
                 };
                 let bus = LocalBus::new(settings.worker.max_attempts, settings.worker.retry_delay).muting(muted);
                 let store = Arc::new(store);
+                scenes = store.clone();
                 (
                     (store.clone(), store.clone(), store.clone(), store.clone(), store),
                     Arc::new(bus),
@@ -94,6 +109,7 @@ impl Backends {
                 .await
                 .context("connect to RabbitMQ")?;
                 let store = Arc::new(store);
+                scenes = store.clone();
                 (
                     (store.clone(), store.clone(), store.clone(), store.clone(), store),
                     Arc::new(bus),
@@ -101,12 +117,7 @@ impl Backends {
                 )
             }
         };
-        // Read at start so that a broken template fails the boot, not the first extraction.
-        let instance = match settings.llm.as_ref().and_then(|llm| llm.prompts_dir.as_ref()) {
-            Some(dir) => InstanceTemplates::load(dir).context("load the instance prompt templates")?,
-            None => InstanceTemplates::default(),
-        };
-        let prompts = Prompts::new(instance, Arc::new(StoredOverrides(prompt_store.clone())));
+        let prompts = prompts_for(settings.llm.as_ref(), prompt_store.clone())?;
         let embedder = connect_embedder(&settings.embedding).await?;
         let dense_dimension = embedder.as_ref().map(|e| e.dimension());
         let index: Arc<dyn SearchIndex> = match &settings.index {
@@ -150,12 +161,14 @@ impl Backends {
                 );
             }
         }
+        let files = connect_files(settings, embedded).await?;
         let api_runs_index_worker = embedded || matches!(settings.index, IndexBackend::Edge { .. });
         Ok(Self {
             store,
             memories,
             audit,
             compactions,
+            scenes,
             prompt_store,
             prompts,
             bus,
@@ -163,6 +176,7 @@ impl Backends {
             embedder,
             embedded,
             api_runs_index_worker,
+            files,
         })
     }
 }
@@ -193,14 +207,77 @@ impl Backends {
             settings.extract.pipeline.clone(),
         );
         let indexer = MemoryIndexer::new(self.memories.clone(), self.index.clone(), self.embedder.clone());
-        Ok(Scheduler::new(
+        let scheduler = Scheduler::new(
             self.store.clone(),
             pipeline,
             indexer,
             self.bus.clone(),
             settings.extract.schedule.clone(),
-        ))
+        );
+        Ok(if settings.layers.enabled {
+            scheduler.with_scene_clock(SceneClock::new(
+                self.scenes.clone(),
+                self.bus.clone(),
+                settings.layers.scene.timer.clone(),
+            ))
+        } else {
+            scheduler
+        })
     }
+
+    /// The scene and persona workers' handlers over these backends (LLM engines when an LLM
+    /// is configured, rules otherwise).
+    pub fn layer_handlers(&self, settings: &Settings) -> anyhow::Result<(Arc<dyn Handler>, Arc<dyn Handler>)> {
+        let (editor, engine) = layer_engines(settings.llm.as_ref(), &self.prompts, &settings.layers)?;
+        let runner = SceneRunner::new(
+            self.memories.clone(),
+            self.scenes.clone(),
+            self.files.clone(),
+            self.bus.clone(),
+            editor,
+            settings.layers.scene.clone(),
+        );
+        let builder = PersonaBuilder::new(
+            self.memories.clone(),
+            self.scenes.clone(),
+            self.files.clone(),
+            engine,
+            settings.layers.persona.clone(),
+        );
+        Ok((Arc::new(SceneHandler(runner)), Arc::new(PersonaHandler(builder))))
+    }
+}
+
+/// The effective prompt templates: the instance directory (read now, so that a broken template
+/// fails the boot, not the first call) and the overrides kept in `prompt_store`.
+pub fn prompts_for(llm: Option<&LlmSettings>, prompt_store: Arc<dyn PromptStore>) -> anyhow::Result<Prompts> {
+    let instance = match llm.and_then(|llm| llm.prompts_dir.as_ref()) {
+        Some(dir) => InstanceTemplates::load(dir).context("load the instance prompt templates")?,
+        None => InstanceTemplates::default(),
+    };
+    Ok(Prompts::new(instance, Arc::new(StoredOverrides(prompt_store))))
+}
+
+/// The scene editor and persona engine: the LLM ones when an LLM is configured, rules otherwise.
+pub fn layer_engines(
+    llm: Option<&LlmSettings>,
+    prompts: &Prompts,
+    layers: &LayerSettings,
+) -> anyhow::Result<(Arc<dyn SceneEditor>, Arc<dyn PersonaEngine>)> {
+    Ok(match llm {
+        None => (Arc::new(RulesSceneEditor), Arc::new(RulesPersonaEngine)),
+        Some(llm) => {
+            let chat = Arc::new(ChatClient::new(ChatSettings::from_config(llm)).context("build the LLM client")?);
+            (
+                Arc::new(LlmSceneEditor::new(
+                    chat.clone(),
+                    prompts.clone(),
+                    layers.scene.max_steps,
+                )),
+                Arc::new(LlmPersonaEngine::new(chat, prompts.clone())),
+            )
+        }
+    })
 }
 
 /// Builds the configured embedder. `Auto` uses the local model when its directory holds one.
@@ -250,4 +327,35 @@ pub async fn connect_embedder(settings: &EmbeddingSettings) -> anyhow::Result<Op
             Ok(Some(Arc::new(embedder)))
         }
     }
+}
+
+/// Builds the configured file store and checks that it answers, so that a wrong bucket or key
+/// fails the boot rather than the first scene.
+pub async fn connect_files(settings: &Settings, embedded: bool) -> anyhow::Result<Arc<dyn FileStore>> {
+    let files: Arc<dyn FileStore> = match &settings.files {
+        FileStoreSettings::Local { root } => {
+            if !embedded {
+                tracing::warn!(
+                    dir = %root.display(),
+                    "no SEDIMENT_S3_BUCKET: scenes, persona and skills are kept in a local directory, so each replica has its own"
+                );
+            }
+            let dir = root.clone();
+            let store = tokio::task::spawn_blocking(move || LocalFileStore::open(&dir))
+                .await
+                .context("join the file store opener")?
+                .with_context(|| format!("open the file directory {}", root.display()))?;
+            Arc::new(store)
+        }
+        FileStoreSettings::S3(s3) => {
+            let store = S3FileStore::new(s3).context("configure the S3 client")?;
+            store
+                .check()
+                .await
+                .with_context(|| format!("reach S3 bucket {}", s3.bucket))?;
+            tracing::info!(bucket = %s3.bucket, endpoint = s3.endpoint.as_deref().unwrap_or("aws"), "file store is S3");
+            Arc::new(store)
+        }
+    };
+    Ok(files)
 }

@@ -205,6 +205,102 @@ impl TraceSettings {
     }
 }
 
+/// Where the file store (L2 scenes, L3 persona, skills) keeps its objects; see `files`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileStoreSettings {
+    /// A local directory: the embedded default `{data_dir}/files`, or `SEDIMENT_FILES_DIR`.
+    Local { root: PathBuf },
+    /// An S3-protocol bucket (`SEDIMENT_S3_BUCKET` and the other `SEDIMENT_S3_*`).
+    S3(crate::files::S3Settings),
+}
+
+impl FileStoreSettings {
+    fn from_map(
+        vars: &HashMap<String, String>,
+        data_dir: &std::path::Path,
+        cluster: bool,
+    ) -> Result<Self, ConfigError> {
+        let get = |key: &str| vars.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let Some(bucket) = get("S3_BUCKET") else {
+            // Settings that only mean something with a bucket are a half-done S3 set-up: a
+            // local directory instead would lose the files on the next pod restart.
+            for key in [
+                "S3_ENDPOINT",
+                "S3_REGION",
+                "S3_PATH_STYLE",
+                "S3_ACCESS_KEY_ID",
+                "S3_SECRET_ACCESS_KEY",
+                "S3_PREFIX",
+            ] {
+                if get(key).is_some() {
+                    return Err(invalid("S3_BUCKET", format!("must be set when SEDIMENT_{key} is set")));
+                }
+            }
+            let root = match get("FILES_DIR") {
+                Some(dir) => PathBuf::from(dir),
+                None if cluster => PathBuf::from("./data/files"),
+                None => data_dir.join("files"),
+            };
+            return Ok(Self::Local { root });
+        };
+        // S3's naming rules (which MinIO and COS share): 3 to 63 lowercase letters, digits,
+        // '.' and '-'.
+        let valid_bucket = (3..=63).contains(&bucket.len())
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-'));
+        if !valid_bucket {
+            return Err(invalid(
+                "S3_BUCKET",
+                "must be 3 to 63 lowercase letters, digits, '.' or '-'",
+            ));
+        }
+        let endpoint = get("S3_ENDPOINT");
+        if endpoint.is_some_and(|url| !(url.starts_with("http://") || url.starts_with("https://"))) {
+            return Err(invalid("S3_ENDPOINT", "must start with http:// or https://"));
+        }
+        let credentials = match (get("S3_ACCESS_KEY_ID"), get("S3_SECRET_ACCESS_KEY")) {
+            (Some(id), Some(secret)) => Some(crate::files::S3Credentials {
+                access_key_id: id.to_owned(),
+                secret_access_key: Secret::new(secret),
+            }),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(invalid(
+                    "S3_SECRET_ACCESS_KEY",
+                    "must be set with SEDIMENT_S3_ACCESS_KEY_ID",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "S3_ACCESS_KEY_ID",
+                    "must be set with SEDIMENT_S3_SECRET_ACCESS_KEY",
+                ))
+            }
+        };
+        // Accepted with or without slashes around it; kept as a folder (`a/b/`).
+        let root_prefix = match get("S3_PREFIX").map(|p| p.trim_matches('/')).filter(|p| !p.is_empty()) {
+            Some(prefix) => {
+                if crate::files::validate_key(prefix).is_err() {
+                    return Err(invalid(
+                        "S3_PREFIX",
+                        "must be a plain path: no empty, '.' or '..' segment, backslash or control character",
+                    ));
+                }
+                format!("{prefix}/")
+            }
+            None => String::new(),
+        };
+        let mut s3 = crate::files::S3Settings::new(bucket);
+        s3.endpoint = endpoint.map(str::to_owned);
+        s3.region = get("S3_REGION").unwrap_or(&s3.region).to_owned();
+        s3.force_path_style = parse(vars, "S3_PATH_STYLE", true)?;
+        s3.credentials = credentials;
+        s3.root_prefix = root_prefix;
+        Ok(Self::S3(s3))
+    }
+}
+
 /// A secret setting (an API key): its value never shows in `Debug` output, so settings can be
 /// logged whole.
 #[derive(Clone, PartialEq, Eq)]
@@ -261,6 +357,64 @@ pub struct Settings {
     pub context: crate::context::ContextSettings,
     /// Access to the API's ops page (`SEDIMENT_OPS_*`).
     pub ops: OpsSettings,
+    /// The file store (`SEDIMENT_S3_*`, `SEDIMENT_FILES_DIR`).
+    pub files: FileStoreSettings,
+    /// L2 scenes and the L3 persona (`SEDIMENT_LAYERS`, `SEDIMENT_SCENE_*`,
+    /// `SEDIMENT_PERSONA_*`).
+    pub layers: LayerSettings,
+}
+
+/// L2 scenes and the L3 persona.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerSettings {
+    /// Build scenes and persona at all (`SEDIMENT_LAYERS`, default on); needs L1 extraction.
+    pub enabled: bool,
+    pub scene: crate::scene::run::SceneSettings,
+    pub persona: crate::persona::build::PersonaSettings,
+}
+
+impl LayerSettings {
+    fn from_map(vars: &HashMap<String, String>, extract: bool) -> Result<Self, ConfigError> {
+        let timer = crate::scene::timer::SceneTimerSettings {
+            after_l1: millis(vars, "SCENE_AFTER_L1_MS", 90_000)?,
+            min_gap: millis(vars, "SCENE_MIN_GAP_MS", 900_000)?,
+            max_wait: millis(vars, "SCENE_MAX_WAIT_MS", 3_600_000)?,
+        };
+        if timer.max_wait < timer.after_l1 {
+            return Err(invalid(
+                "SCENE_MAX_WAIT_MS",
+                "must be at least SEDIMENT_SCENE_AFTER_L1_MS",
+            ));
+        }
+        let cap: usize = positive(vars, "SCENE_CAP", crate::scene::cap::DEFAULT_CAP)?;
+        if cap < crate::scene::cap::MIN_CAP {
+            return Err(invalid(
+                "SCENE_CAP",
+                format!("must be at least {}", crate::scene::cap::MIN_CAP),
+            ));
+        }
+        let scene = crate::scene::run::SceneSettings {
+            cap,
+            timer,
+            lease: millis(vars, "SCENE_LEASE_MS", 600_000)?,
+            max_steps: positive(vars, "SCENE_MAX_STEPS", 8)?,
+            max_memories: positive(vars, "SCENE_MAX_MEMORIES", 200)?,
+            retry_after: millis(vars, "SCENE_RETRY_MS", 120_000)?,
+        };
+        let persona = crate::persona::build::PersonaSettings {
+            trigger: crate::persona::trigger::PersonaTriggerSettings {
+                memory_threshold: positive(vars, "PERSONA_MEMORY_THRESHOLD", 20)?,
+            },
+            lease: millis(vars, "PERSONA_LEASE_MS", 600_000)?,
+            ..crate::persona::build::PersonaSettings::default()
+        };
+        // Scenes are built from memories: without extraction there is nothing to build.
+        Ok(Self {
+            enabled: parse(vars, "LAYERS", true)? && extract,
+            scene,
+            persona,
+        })
+    }
 }
 
 impl Settings {
@@ -324,6 +478,8 @@ impl Settings {
                     .unwrap_or_else(|| data_dir.join("index")),
             },
         };
+
+        let files = FileStoreSettings::from_map(vars, &data_dir, matches!(deployment, Deployment::Cluster { .. }))?;
 
         let amqp_prefix = get("AMQP_PREFIX").unwrap_or("sediment").to_owned();
         if !amqp_prefix
@@ -420,6 +576,7 @@ impl Settings {
             recency: parse(vars, "RECALL_RECENCY", false)?,
         };
 
+        let layers = LayerSettings::from_map(vars, extract.enabled)?;
         Ok(Self {
             deployment,
             embedding,
@@ -459,6 +616,8 @@ impl Settings {
             traces: TraceSettings::from_map(vars)?,
             context: crate::context::ContextSettings::from_map(vars)?,
             ops: OpsSettings::from_map(vars)?,
+            files,
+            layers,
         })
     }
 
@@ -690,5 +849,92 @@ mod tests {
             let err = Settings::from_map(&map(&[(key, value)])).unwrap_err();
             assert!(err.to_string().starts_with(&format!("SEDIMENT_{key}")), "{err}");
         }
+    }
+
+    #[test]
+    fn files_are_local_by_default_and_in_s3_with_a_bucket() {
+        let embedded = Settings::from_map(&map(&[("DATA_DIR", "/var/lib/sediment")])).unwrap();
+        assert_eq!(
+            embedded.files,
+            FileStoreSettings::Local {
+                root: "/var/lib/sediment/files".into()
+            }
+        );
+        let cluster = [("DATABASE_URL", "postgres://x"), ("AMQP_URL", "amqp://y")];
+        let s = Settings::from_map(&map(&cluster)).unwrap();
+        assert_eq!(
+            s.files,
+            FileStoreSettings::Local {
+                root: "./data/files".into()
+            }
+        );
+        let s = Settings::from_map(&map(&[cluster[0], cluster[1], ("FILES_DIR", "/mnt/files")])).unwrap();
+        assert_eq!(
+            s.files,
+            FileStoreSettings::Local {
+                root: "/mnt/files".into()
+            }
+        );
+
+        let s = Settings::from_map(&map(&[("S3_BUCKET", "sediment-files")])).unwrap();
+        let FileStoreSettings::S3(s3) = &s.files else {
+            panic!("{:?}", s.files);
+        };
+        assert_eq!(s3, &crate::files::S3Settings::new("sediment-files"));
+        assert_eq!(
+            (s3.region.as_str(), s3.force_path_style, s3.endpoint.as_deref()),
+            ("us-east-1", true, None)
+        );
+
+        let s = Settings::from_map(&map(&[
+            ("S3_BUCKET", "memory-1250000000"),
+            ("S3_ENDPOINT", "https://cos.ap-beijing.myqcloud.com"),
+            ("S3_REGION", "ap-beijing"),
+            ("S3_PATH_STYLE", "false"),
+            ("S3_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+            ("S3_SECRET_ACCESS_KEY", "s3-hunter2-secret"),
+            ("S3_PREFIX", "/prod/sediment/"),
+        ]))
+        .unwrap();
+        let FileStoreSettings::S3(s3) = &s.files else {
+            panic!("{:?}", s.files);
+        };
+        assert_eq!(s3.endpoint.as_deref(), Some("https://cos.ap-beijing.myqcloud.com"));
+        assert_eq!((s3.region.as_str(), s3.force_path_style), ("ap-beijing", false));
+        assert_eq!(s3.root_prefix, "prod/sediment/");
+        let credentials = s3.credentials.as_ref().unwrap();
+        assert_eq!(credentials.access_key_id, "AKIDEXAMPLE");
+        assert_eq!(credentials.secret_access_key.expose(), "s3-hunter2-secret");
+        let printed = format!("{s:?} {s:#?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+    }
+
+    #[test]
+    fn half_configured_s3_is_refused() {
+        let cases: [(&[(&str, &str)], &str); 8] = [
+            (&[("S3_ENDPOINT", "http://minio:9000")], "SEDIMENT_S3_BUCKET"),
+            (&[("S3_PREFIX", "x")], "SEDIMENT_S3_BUCKET"),
+            (&[("S3_BUCKET", "ab")], "SEDIMENT_S3_BUCKET"),
+            (&[("S3_BUCKET", "Upper_Case")], "SEDIMENT_S3_BUCKET"),
+            (
+                &[("S3_BUCKET", "bkt"), ("S3_ENDPOINT", "minio:9000")],
+                "SEDIMENT_S3_ENDPOINT",
+            ),
+            (
+                &[("S3_BUCKET", "bkt"), ("S3_ACCESS_KEY_ID", "id")],
+                "SEDIMENT_S3_SECRET_ACCESS_KEY",
+            ),
+            (
+                &[("S3_BUCKET", "bkt"), ("S3_SECRET_ACCESS_KEY", "k")],
+                "SEDIMENT_S3_ACCESS_KEY_ID",
+            ),
+            (&[("S3_BUCKET", "bkt"), ("S3_PREFIX", "a/../b")], "SEDIMENT_S3_PREFIX"),
+        ];
+        for (vars, key) in cases {
+            let err = Settings::from_map(&map(vars)).unwrap_err();
+            assert!(err.to_string().starts_with(key), "{vars:?}: {err}");
+        }
+        let err = Settings::from_map(&map(&[("S3_BUCKET", "bkt"), ("S3_PATH_STYLE", "maybe")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_S3_PATH_STYLE"), "{err}");
     }
 }

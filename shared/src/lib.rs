@@ -6,14 +6,16 @@
 //! - `store`, `bus`, `index` are the ports. Each has a cluster backend (Postgres, RabbitMQ,
 //!   Qdrant server) and an embedded backend (SQLite, in-process channels, Qdrant Edge); the
 //!   algorithms see only `Arc<dyn Port>`.
+//! - `files` is the file store port (L2 scenes, L3 persona, skills): S3 in the cluster, a local
+//!   directory embedded; keys are `/`-separated paths checked before any I/O.
 //! - `indexer` and `search` are algorithms over the ports; `runtime` wires them into
 //!   long-running loops; `backends` builds the right set of ports from `config::Settings`;
 //!   `ops` reads the ports for operators (queue gauges, the ops page's snapshot).
 //! - This crate has no HTTP framework in it: `api` adapts HTTP to these calls.
 //!
 //! # Which error type where
-//! - Each port has one `thiserror` enum (`StoreError`, `BusError`, `IndexError`) with an
-//!   `XxxResult<T>` alias and an `is_retryable()` classification that drives ack/retry.
+//! - Each port has one `thiserror` enum (`StoreError`, `BusError`, `IndexError`, `FileError`)
+//!   with an `XxxResult<T>` alias and an `is_retryable()` classification that drives ack/retry.
 //! - Domain validation returns `domain::ValidationError`, which the API maps to a 4xx.
 //! - Binaries and glue code use `anyhow::Result` with `.context("verb object")`.
 
@@ -23,6 +25,7 @@ pub mod config;
 pub mod context;
 pub mod domain;
 pub mod embed;
+pub mod files;
 mod http_retry;
 pub mod index;
 pub mod indexer;
@@ -30,9 +33,11 @@ pub mod llm;
 pub mod memory;
 pub mod metrics;
 pub mod ops;
+pub mod persona;
 pub mod recall;
 pub mod retrieval;
 pub mod runtime;
+pub mod scene;
 pub mod search;
 pub mod shutdown;
 pub mod store;

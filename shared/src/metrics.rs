@@ -92,6 +92,25 @@ pub const CONTEXT_TRUNCATIONS: &str = "sediment_context_truncations_total";
 pub const CONTEXT_SUMMARY_REUSE: &str = "sediment_context_summary_reuse_total";
 /// Session compactions (L3) by `result`: `queued`, then `success`, `failed` or `lease_lost`.
 pub const COMPACTIONS: &str = "sediment_compactions_total";
+/// File store call latency in seconds by `backend` (`s3`, `local`) and `op` (`put`, `get`,
+/// `list`, `delete`, `delete_prefix`, `copy_prefix`, `check`).
+pub const FILE_STORE_LATENCY: &str = "sediment_file_store_duration_seconds";
+/// Failed file store calls by `backend`, `op` and `kind` (`invalid_key`, `unavailable`, `backend`).
+pub const FILE_STORE_ERRORS: &str = "sediment_file_store_errors_total";
+/// L2 scene runs by `result`: `edited`, `nothing`, `busy`, `rolled_back`, `failed`, `lease_lost`.
+pub const SCENE_RUNS: &str = "sediment_scene_runs_total";
+/// L2 scene run latency (claim to commit) by `result`: the scene generation latency.
+pub const SCENE_RUN_SECONDS: &str = "sediment_scene_run_seconds";
+/// Scene changes committed, by `op`: `create`, `update`, `merge`, `delete`.
+pub const SCENE_EDITS: &str = "sediment_scene_edits_total";
+/// Scene runs rolled back to their snapshot (failed, destroyed core content, or died mid-edit).
+pub const SCENE_ROLLBACKS: &str = "sediment_scene_rollbacks_total";
+/// File-store writes per committed scene run.
+pub const SCENE_RUN_WRITES: &str = "sediment_scene_run_writes";
+/// L3 persona builds by `trigger` and `result`.
+pub const PERSONA_BUILDS: &str = "sediment_persona_builds_total";
+/// L3 persona build latency: the persona generation latency.
+pub const PERSONA_BUILD_SECONDS: &str = "sediment_persona_build_seconds";
 
 /// Registers help texts with the installed recorder. Call once after installing it.
 pub fn describe() {
@@ -157,6 +176,19 @@ pub fn describe() {
     describe_counter!(CONTEXT_TRUNCATIONS, "turns cut by L1 truncation in context answers");
     describe_counter!(CONTEXT_SUMMARY_REUSE, "context answers that reused a session summary");
     describe_counter!(COMPACTIONS, "session compactions by result");
+    describe_histogram!(
+        FILE_STORE_LATENCY,
+        Unit::Seconds,
+        "file store call latency by backend and op"
+    );
+    describe_counter!(FILE_STORE_ERRORS, "failed file store calls by backend, op and kind");
+    describe_counter!(SCENE_RUNS, "L2 scene runs by result");
+    describe_histogram!(SCENE_RUN_SECONDS, Unit::Seconds, "L2 scene run latency by result");
+    describe_counter!(SCENE_EDITS, "L2 scene changes committed, by operation");
+    describe_counter!(SCENE_ROLLBACKS, "L2 scene runs rolled back to their snapshot");
+    describe_histogram!(SCENE_RUN_WRITES, "file-store writes per committed scene run");
+    describe_counter!(PERSONA_BUILDS, "L3 persona builds by trigger and result");
+    describe_histogram!(PERSONA_BUILD_SECONDS, Unit::Seconds, "L3 persona build latency");
 }
 
 static PROMETHEUS: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> = std::sync::OnceLock::new();
@@ -177,6 +209,22 @@ pub fn prometheus() -> metrics_exporter_prometheus::PrometheusHandle {
                 .set_buckets_for_metric(
                     metrics_exporter_prometheus::Matcher::Full(LLM_LATENCY.to_owned()),
                     &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0],
+                )
+                .expect("static bucket list is not empty")
+                // Scene runs and persona builds are LLM-bound too.
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(SCENE_RUN_SECONDS.to_owned()),
+                    &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0],
+                )
+                .expect("static bucket list is not empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(PERSONA_BUILD_SECONDS.to_owned()),
+                    &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0],
+                )
+                .expect("static bucket list is not empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(SCENE_RUN_WRITES.to_owned()),
+                    &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0],
                 )
                 .expect("static bucket list is not empty")
                 .build_recorder();

@@ -71,7 +71,10 @@ impl Handler for IndexHandler {
                 Ok(())
             }
             // Not routed to the index queue; nothing to index.
-            Event::ExtractDue { .. } | Event::CompactionRequested { .. } => Ok(()),
+            Event::ExtractDue { .. }
+            | Event::CompactionRequested { .. }
+            | Event::SceneDue { .. }
+            | Event::PersonaDue { .. } => Ok(()),
         }
     }
 
@@ -109,7 +112,7 @@ impl Handler for ExtractHandler {
                 Ok(())
             }
             // Not routed to the extract queue.
-            Event::CompactionRequested { .. } => Ok(()),
+            Event::CompactionRequested { .. } | Event::SceneDue { .. } | Event::PersonaDue { .. } => Ok(()),
         }
     }
 

@@ -42,6 +42,7 @@ pub struct TestApp {
     _dir: tempfile::TempDir,
     _db: Option<TestDb>,
     _broker: Option<TestBroker>,
+    _bucket: Option<crate::s3::TestBucket>,
 }
 
 /// Options a test may change before start.
@@ -91,6 +92,8 @@ impl TestApp {
         let mut env: HashMap<String, String> = HashMap::new();
         env.insert("DATA_DIR".into(), dir.path().join("data").display().to_string());
         env.insert("INDEX_DIR".into(), dir.path().join("index").display().to_string());
+        // The cluster deployment's file store defaults to a directory under the working dir.
+        env.insert("FILES_DIR".into(), dir.path().join("files").display().to_string());
         env.insert("WORKER_SWEEP_INTERVAL_MS".into(), "200".into());
         env.insert("WORKER_RETRY_DELAY_MS".into(), "100".into());
         env.insert("SHUTDOWN_DEADLINE_MS".into(), "5000".into());
@@ -108,6 +111,27 @@ impl TestApp {
                 (Some(db), Some(broker))
             }
         };
+        // The cluster keeps scenes and persona on the S3 server when the tests have one (CI
+        // does), under a root prefix of this app's own.
+        let bucket = match mode {
+            Mode::Cluster if std::env::var_os(crate::s3::URL_ENV).is_some() => {
+                crate::s3::TestBucket::start("app").await
+            }
+            Mode::Cluster | Mode::Embedded => None,
+        };
+        if let Some(bucket) = &bucket {
+            let s3 = bucket.settings();
+            env.insert("S3_BUCKET".into(), s3.bucket.clone());
+            env.insert("S3_ENDPOINT".into(), s3.endpoint.clone().unwrap_or_default());
+            env.insert("S3_PREFIX".into(), s3.root_prefix.clone());
+            if let Some(credentials) = &s3.credentials {
+                env.insert("S3_ACCESS_KEY_ID".into(), credentials.access_key_id.clone());
+                env.insert(
+                    "S3_SECRET_ACCESS_KEY".into(),
+                    credentials.secret_access_key.expose().to_owned(),
+                );
+            }
+        }
         for (k, v) in &options.env {
             env.insert((*k).to_owned(), v.clone());
         }
@@ -138,6 +162,7 @@ impl TestApp {
             _dir: dir,
             _db: db,
             _broker: broker,
+            _bucket: bucket,
         }
     }
 
@@ -169,6 +194,31 @@ impl TestApp {
             Arc::new(Heartbeat::default()),
             token.clone(),
         ));
+        token
+    }
+
+    /// Starts the scene and persona workers on this app's backends (as the `sediment-scene`
+    /// and `sediment-persona` processes would in the cluster; the embedded API runs its own).
+    pub fn spawn_layer_workers(&self) -> CancellationToken {
+        let token = self.shutdown.child_token();
+        let (scenes, personas) = self
+            .backends
+            .layer_handlers(&self.settings)
+            .expect("build the layer workers");
+        let consumer = ConsumerSettings {
+            prefetch: self.settings.worker.prefetch,
+            sweep_interval: self.settings.worker.sweep_interval,
+            shutdown_deadline: self.settings.shutdown_deadline,
+        };
+        for handler in [scenes, personas] {
+            tokio::spawn(run_consumer(
+                self.backends.bus.clone(),
+                handler,
+                consumer.clone(),
+                Arc::new(Heartbeat::default()),
+                token.clone(),
+            ));
+        }
         token
     }
 

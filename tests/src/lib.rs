@@ -10,4 +10,5 @@ pub mod mixed_session;
 pub mod otel_collector;
 pub mod pg;
 pub mod quality;
+pub mod s3;
 pub mod stores;

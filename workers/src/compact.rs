@@ -1,7 +1,8 @@
 //! The compact worker (session context, L3): consumes `compaction.requested` and sweeps for
-//! jobs whose event was lost, whose lease expired or whose retry is due.
+//! jobs whose event was lost, whose lease expired or whose retry is due. Also the shared
+//! wiring of every worker that needs the database and the broker but no search index.
 //!
-//! It needs the database and the broker only. It deliberately does not go through
+//! Such a worker needs the database and the broker only. It deliberately does not go through
 //! `Backends::connect`, which also opens the search index: a compact worker given no Qdrant URL
 //! would create an empty Qdrant Edge index of its own, and an index that looks new resets the
 //! index worker's cursors in the shared database (a needless re-index of every turn).
@@ -20,7 +21,7 @@ use serde_json::json;
 use shared::bus::{AmqpBus, AmqpSettings, EventBus};
 use shared::config::{Deployment, Settings};
 use shared::context::{summarizer, CompactHandler, Compactor};
-use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat};
+use shared::runtime::{run_consumer, ConsumerSettings, Handler, Heartbeat};
 use shared::store::{PostgresStore, TranscriptStore};
 use tokio_util::sync::CancellationToken;
 
@@ -29,9 +30,27 @@ const WEDGED_AFTER: Duration = Duration::from_secs(30);
 
 /// Runs the compact worker until `shutdown`.
 pub async fn run_compact_worker(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let summarizer = summarizer(&settings).context("build the compaction summarizer")?;
+    let context = settings.context.clone();
+    run_database_worker(&settings, "compact", shutdown, move |store, _bus| {
+        let compactor = Compactor::new(store.clone(), store, summarizer, context);
+        Ok(Arc::new(CompactHandler(compactor)))
+    })
+    .await
+}
+
+/// Runs a worker that needs the database and the broker but no search index (compact, scene,
+/// persona) until `shutdown`: connects, migrates, serves the side port, runs the consumer of
+/// the handler that `handler` builds.
+pub(crate) async fn run_database_worker(
+    settings: &Settings,
+    name: &str,
+    shutdown: CancellationToken,
+    handler: impl FnOnce(Arc<PostgresStore>, Arc<dyn EventBus>) -> anyhow::Result<Arc<dyn Handler>>,
+) -> anyhow::Result<()> {
     let Deployment::Cluster { database_url, amqp_url } = &settings.deployment else {
         anyhow::bail!(
-            "the compact worker runs in the cluster deployment (set SEDIMENT_DATABASE_URL and SEDIMENT_AMQP_URL); in the embedded deployment the API process runs it itself"
+            "the {name} worker runs in the cluster deployment (set SEDIMENT_DATABASE_URL and SEDIMENT_AMQP_URL); in the embedded deployment the API process runs it itself"
         );
     };
     let store = PostgresStore::connect(database_url, settings.db_pool_size)
@@ -59,11 +78,10 @@ pub async fn run_compact_worker(settings: Settings, shutdown: CancellationToken)
     };
     let health = serve_probes(settings.worker.health_listen, probes, shutdown.clone()).await?;
 
-    let summarizer = summarizer(&settings).context("build the compaction summarizer")?;
-    let compactor = Compactor::new(store.clone(), store, summarizer, settings.context.clone());
+    let handler = handler(store, bus.clone())?;
     let consumer = run_consumer(
         bus,
-        Arc::new(CompactHandler(compactor)),
+        handler,
         ConsumerSettings {
             prefetch: settings.worker.prefetch,
             sweep_interval: settings.worker.sweep_interval,

@@ -62,10 +62,15 @@ async fn healthz(State(state): State<HealthState>) -> impl IntoResponse {
 
 async fn readyz(State(state): State<HealthState>) -> impl IntoResponse {
     let b = &state.backends;
-    let (store, bus, index) = tokio::join!(b.store.ping(), b.bus.ping(), b.index.ping());
-    let ready = store.is_ok() && bus.is_ok() && index.is_ok();
+    let (store, bus, index, files) = tokio::join!(b.store.ping(), b.bus.ping(), b.index.ping(), b.files.check());
+    let ready = store.is_ok() && bus.is_ok() && index.is_ok() && files.is_ok();
     let word = |ok: bool| if ok { "ok" } else { "unavailable" };
-    let body = json!({ "store": word(store.is_ok()), "bus": word(bus.is_ok()), "index": word(index.is_ok()) });
+    let body = json!({
+        "store": word(store.is_ok()),
+        "bus": word(bus.is_ok()),
+        "index": word(index.is_ok()),
+        "files": word(files.is_ok()),
+    });
     (
         if ready {
             StatusCode::OK

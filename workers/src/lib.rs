@@ -7,6 +7,7 @@
 
 mod compact;
 mod health;
+mod layers;
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use compact::run_compact_worker;
 pub use health::{health_router, HealthState};
+pub use layers::{run_persona_worker, run_scene_worker};
 
 /// Runs the L0 index worker until `shutdown`: consumes `turn.appended` and indexes turns.
 pub async fn run_index_worker(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {

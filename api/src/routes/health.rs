@@ -17,7 +17,7 @@ pub async fn healthz() -> impl IntoResponse {
 
 pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     let b = &state.backends;
-    let (store, bus, index) = tokio::join!(b.store.ping(), b.bus.ping(), b.index.ping());
+    let (store, bus, index, files) = tokio::join!(b.store.ping(), b.bus.ping(), b.index.ping(), b.files.check());
     let mut ready = true;
     let mut check = |name: &str, result: Result<(), String>| match result {
         Ok(()) => "ok".to_owned(),
@@ -31,6 +31,7 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
         "store": check("store", store.map_err(|e| error_chain(&e))),
         "bus": check("bus", bus.map_err(|e| error_chain(&e))),
         "index": check("index", index.map_err(|e| error_chain(&e))),
+        "files": check("files", files.map_err(|e| error_chain(&e))),
     });
     let status = if ready {
         StatusCode::OK

@@ -8,6 +8,7 @@ pub(crate) mod memories;
 pub(crate) mod ops;
 pub(crate) mod prompts;
 pub(crate) mod recall;
+pub(crate) mod scenes;
 pub(crate) mod search;
 pub(crate) mod sessions;
 
@@ -48,6 +49,9 @@ pub fn router(state: AppState) -> Router {
             "/v1/memories/{memory_id}",
             get(memories::get).patch(memories::patch).delete(memories::delete),
         )
+        .route("/v1/scenes", get(scenes::list))
+        .route("/v1/scenes/{id}", get(scenes::get))
+        .route("/v1/persona", get(scenes::persona))
         .route("/v1/prompts", get(prompts::list))
         .route(
             "/v1/prompts/{template_id}",

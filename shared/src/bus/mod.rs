@@ -67,6 +67,10 @@ pub const TURN_APPENDED: &str = "turn.appended";
 pub const EXTRACT_DUE: &str = "extract.due";
 /// Routing key of [`Event::CompactionRequested`].
 pub const COMPACTION_REQUESTED: &str = "compaction.requested";
+/// Routing key of [`Event::SceneDue`].
+pub const SCENE_DUE: &str = "scene.due";
+/// Routing key of [`Event::PersonaDue`].
+pub const PERSONA_DUE: &str = "persona.due";
 
 /// A worker kind; each has one durable queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,17 +81,23 @@ pub enum WorkerKind {
     Extract,
     /// Compacts long session context into a summary.
     Compact,
+    /// Edits an owner's L2 scenes when their timer is due.
+    Scene,
+    /// Builds an owner's L3 persona when a trigger fires.
+    Persona,
 }
 
 impl WorkerKind {
     /// Every kind; a backend creates one queue for each.
-    pub const ALL: &'static [WorkerKind] = &[Self::Index, Self::Extract, Self::Compact];
+    pub const ALL: &'static [WorkerKind] = &[Self::Index, Self::Extract, Self::Compact, Self::Scene, Self::Persona];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Index => "index",
             Self::Extract => "extract",
             Self::Compact => "compact",
+            Self::Scene => "scene",
+            Self::Persona => "persona",
         }
     }
 
@@ -97,6 +107,8 @@ impl WorkerKind {
             Self::Index => &[TURN_APPENDED],
             Self::Extract => &[TURN_APPENDED, EXTRACT_DUE],
             Self::Compact => &[COMPACTION_REQUESTED],
+            Self::Scene => &[SCENE_DUE],
+            Self::Persona => &[PERSONA_DUE],
         }
     }
 }
@@ -120,6 +132,13 @@ pub enum Event {
     /// the database holds the job.
     #[serde(rename = "compaction.requested.v1")]
     CompactionRequested { tenant: Tenant, session_id: String },
+    /// An owner's scene timer may be due; the database holds the due-time.
+    #[serde(rename = "scene.due.v1")]
+    SceneDue { tenant: Tenant },
+    /// An owner's persona may need a build (a scene run finished, memories were added); the
+    /// persona worker evaluates the triggers against the database.
+    #[serde(rename = "persona.due.v1")]
+    PersonaDue { tenant: Tenant },
 }
 
 impl Event {
@@ -128,6 +147,8 @@ impl Event {
             Self::TurnAppended { .. } => TURN_APPENDED,
             Self::ExtractDue { .. } => EXTRACT_DUE,
             Self::CompactionRequested { .. } => COMPACTION_REQUESTED,
+            Self::SceneDue { .. } => SCENE_DUE,
+            Self::PersonaDue { .. } => PERSONA_DUE,
         }
     }
 }

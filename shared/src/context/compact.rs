@@ -424,7 +424,10 @@ impl Handler for CompactHandler {
                 Ok(())
             }
             // Not routed to the compact queue.
-            Event::TurnAppended { .. } | Event::ExtractDue { .. } => Ok(()),
+            Event::TurnAppended { .. }
+            | Event::ExtractDue { .. }
+            | Event::SceneDue { .. }
+            | Event::PersonaDue { .. } => Ok(()),
         }
     }
 

@@ -34,16 +34,22 @@ pub enum TemplateId {
     L1Extract,
     /// Decide add / update / merge / discard for new L1 cards.
     L1Dedup,
+    /// The L2 scene agent: edit an owner's scene documents with new memories.
+    L2Scene,
+    /// Build or update the L3 persona from scenes and memories.
+    L3Persona,
 }
 
 impl TemplateId {
-    pub const ALL: &'static [Self] = &[Self::L1Extract, Self::L1Dedup];
+    pub const ALL: &'static [Self] = &[Self::L1Extract, Self::L1Dedup, Self::L2Scene, Self::L3Persona];
 
     /// The stable id, also the file name (without `.md`) of an instance override.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::L1Extract => "l1-extract",
             Self::L1Dedup => "l1-dedup",
+            Self::L2Scene => "l2-scene",
+            Self::L3Persona => "l3-persona",
         }
     }
 
@@ -55,6 +61,8 @@ impl TemplateId {
         match self {
             Self::L1Extract => include_str!("../../prompts/l1-extract.md"),
             Self::L1Dedup => include_str!("../../prompts/l1-dedup.md"),
+            Self::L2Scene => include_str!("../../prompts/l2-scene.md"),
+            Self::L3Persona => include_str!("../../prompts/l3-persona.md"),
         }
     }
 }

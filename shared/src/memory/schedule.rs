@@ -89,6 +89,8 @@ pub struct Scheduler {
     indexer: MemoryIndexer,
     bus: Arc<dyn EventBus>,
     settings: ScheduleSettings,
+    /// Moves the owner's scene timer after a batch that stored memories (L2/L3 on).
+    scenes: Option<crate::scene::run::SceneClock>,
 }
 
 impl Scheduler {
@@ -105,7 +107,14 @@ impl Scheduler {
             indexer,
             bus,
             settings,
+            scenes: None,
         }
+    }
+
+    /// Starts the owner's scene timer after every batch that stores memories.
+    pub fn with_scene_clock(mut self, clock: crate::scene::run::SceneClock) -> Self {
+        self.scenes = Some(clock);
+        self
     }
 
     pub fn indexer(&self) -> &MemoryIndexer {
@@ -166,7 +175,12 @@ impl Scheduler {
                 }
                 match self.pipeline.run_batch(session_id).await? {
                     Some(report) if report.raced => break,
-                    Some(_) => batches += 1,
+                    Some(report) => {
+                        batches += 1;
+                        if report.added + report.updated + report.merged > 0 {
+                            self.memories_stored(&tenant).await;
+                        }
+                    }
                     None => break,
                 }
                 continue;
@@ -196,6 +210,15 @@ impl Scheduler {
             }
         }
         Ok(batches)
+    }
+
+    async fn memories_stored(&self, tenant: &Tenant) {
+        let Some(clock) = &self.scenes else { return };
+        if let Err(e) = clock.on_l1_batch(tenant).await {
+            // The memories are stored; only their scene run waits, until the owner's next
+            // batch moves the timer.
+            tracing::warn!(error = %crate::runtime::error_chain(&e), "failed to move the scene timer");
+        }
     }
 
     async fn arm(&self, session_id: &str, tenant: &Tenant, after: Duration) -> Result<(), PipelineError> {

@@ -5,7 +5,8 @@
 //! prompt, and a **dynamic** part (the items hit for this message), for the user-message prefix.
 //! The dynamic items are L1 memories first (tenant-wide: what was learned in any session),
 //! then L0 turns to fill the remaining slots, leaving out turns a returned memory was made
-//! from. Until L2–L3 exist the stable part is empty; the shape does not change when they arrive.
+//! from. The stable part comes from L2/L3 (`stable`): empty persona and navigation until the
+//! owner has them, the tool guide always.
 //!
 //! # Never silent, never late
 //! A recall has a deadline (`timeout`). The query embedding may use half of it; if it fails or
@@ -20,6 +21,7 @@
 //! item from the last 30 minutes + the item's priority (0–100; L0 turns have none).
 
 pub mod budget;
+pub mod stable;
 
 use std::time::{Duration, Instant};
 
@@ -161,18 +163,58 @@ impl budget::Budgeted for Candidate {
 pub struct Recall {
     search: ConversationSearch,
     memories: Arc<dyn MemoryStore>,
+    stable: Option<stable::StableSource>,
 }
 
 impl Recall {
     pub fn new(search: ConversationSearch, memories: Arc<dyn MemoryStore>) -> Self {
-        Self { search, memories }
+        Self {
+            search,
+            memories,
+            stable: None,
+        }
+    }
+
+    /// Fills the stable part from the owner's persona and scenes.
+    pub fn with_stable(mut self, source: stable::StableSource) -> Self {
+        self.stable = Some(source);
+        self
+    }
+
+    /// The stable part, under the recall's deadline; a failure is an issue, not an error.
+    async fn stable(&self, tenant: &Tenant, started: Instant, timeout: Duration) -> (StablePart, Option<RecallIssue>) {
+        let Some(source) = &self.stable else {
+            return (StablePart::default(), None);
+        };
+        let deadline = tokio::time::Instant::from_std(started + timeout);
+        match tokio::time::timeout_at(deadline, source.stable(tenant)).await {
+            Ok(Ok(part)) => (part, None),
+            Ok(Err(e)) => (
+                StablePart {
+                    tools_guide: stable::TOOLS_GUIDE.to_owned(),
+                    ..StablePart::default()
+                },
+                Some(issue(STORE_UNAVAILABLE, &e)),
+            ),
+            Err(_) => (
+                StablePart {
+                    tools_guide: stable::TOOLS_GUIDE.to_owned(),
+                    ..StablePart::default()
+                },
+                Some(timeout_issue(timeout, "the persona and scenes")),
+            ),
+        }
     }
 
     #[tracing::instrument(skip_all, fields(strategy = request.strategy.as_str(), limit = request.limit))]
     pub async fn recall(&self, tenant: &Tenant, request: &RecallRequest) -> RecallResponse {
         let started = Instant::now();
         let mut errors = Vec::new();
-        let (memories, hits, strategy) = self.find(tenant, request, started, &mut errors).await;
+        let ((memories, hits, strategy), (stable, stable_issue)) = tokio::join!(
+            self.find(tenant, request, started, &mut errors),
+            self.stable(tenant, started, request.timeout)
+        );
+        errors.extend(stable_issue);
         let memories = memories.into_iter().map(|(memory, score)| Candidate {
             text: memory.content.clone(),
             score,
@@ -202,7 +244,7 @@ impl Recall {
             tracing::warn!(code = error.code, message = %error.message, "recall degraded");
         }
         RecallResponse {
-            stable: StablePart::default(),
+            stable,
             dynamic,
             truncated,
             errors,

@@ -24,6 +24,9 @@ pub mod memory;
 pub mod memory_testsuite;
 mod postgres;
 pub mod prompts;
+pub mod scene;
+#[cfg(feature = "testing")]
+pub mod scene_testsuite;
 mod sqlite;
 #[cfg(feature = "testing")]
 pub mod testsuite;

@@ -58,6 +58,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "audit_log",
         sql: include_str!("../../../migrations/V005__audit_log.sql"),
     },
+    Migration {
+        version: 6,
+        name: "scenes",
+        sql: include_str!("../../../migrations/V006__scenes.sql"),
+    },
 ];
 
 /// The advisory lock key that serializes `migrate` across replicas ("SEDIMENT" in ASCII).
@@ -71,6 +76,7 @@ mod audit;
 mod compaction;
 mod memory;
 mod prompts;
+mod scene;
 
 mod sql {
     pub const MIGRATE_LOCK: &str = include_str!("postgres/queries/migrate_lock.sql");

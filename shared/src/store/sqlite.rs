@@ -32,9 +32,12 @@ const SCHEMA: &[&str] = &[
     include_str!("sqlite/compaction.sql"),
     include_str!("sqlite/prompts.sql"),
     include_str!("sqlite/audit.sql"),
+    include_str!("sqlite/scene.sql"),
 ];
-/// Recorded in `PRAGMA user_version`; a file written by a newer schema is refused.
-const SCHEMA_VERSION: i64 = 3;
+/// Recorded in `PRAGMA user_version`; a file written by a newer schema is refused. Bumped when
+/// a part adds tables (4: scenes and persona): every part is `IF NOT EXISTS`, so an older file
+/// is upgraded in place on open, and an older build then refuses the file it cannot serve.
+const SCHEMA_VERSION: i64 = 4;
 /// How long a call waits for another process's lock before it gives up as `Unavailable`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -42,6 +45,7 @@ mod audit;
 mod compaction;
 mod memory;
 mod prompts;
+mod scene;
 
 mod sql {
     pub const CLAIM_SESSION: &str = "INSERT INTO sessions \
@@ -506,6 +510,43 @@ mod tests {
         assert!(store_error(Failure::Sqlite(failure(rusqlite::ffi::SQLITE_LOCKED))).is_retryable());
         let constraint = store_error(Failure::Sqlite(failure(rusqlite::ffi::SQLITE_CONSTRAINT)));
         assert!(matches!(constraint, StoreError::Backend(_)));
+    }
+
+    /// A file made by the previous schema (version 3, no scene tables) is upgraded in place on
+    /// open and keeps its data.
+    #[test]
+    fn a_version_3_file_is_upgraded() {
+        let dir = std::env::temp_dir().join(format!("sediment-upgrade-{}", Uuid::new_v4().simple()));
+        let path = dir.join("sediment.db");
+        std::fs::create_dir_all(&dir).unwrap();
+        {
+            let conn = Connection::open(&path).unwrap();
+            for part in SCHEMA
+                .iter()
+                .filter(|part| !part.contains("CREATE TABLE IF NOT EXISTS scenes"))
+            {
+                conn.execute_batch(part).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 3).unwrap();
+            conn.execute(
+                "INSERT INTO sessions (session_id, team_id, agent_id, user_id, created_at, updated_at) \
+                 VALUES ('s', 't', 'a', 'u', 0, 0)",
+                [],
+            )
+            .unwrap();
+        }
+        let result = open_connection(&path).map(|conn| {
+            let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
+            let scenes: i64 = conn
+                .query_row("SELECT count(*) FROM scenes", [], |row| row.get(0))
+                .unwrap();
+            let sessions: i64 = conn
+                .query_row("SELECT count(*) FROM sessions", [], |row| row.get(0))
+                .unwrap();
+            (version, scenes, sessions)
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(matches!(result, Ok((SCHEMA_VERSION, 0, 1))), "upgrade failed");
     }
 
     #[test]

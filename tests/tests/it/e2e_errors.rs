@@ -210,7 +210,11 @@ async fn probes_and_metrics_answer() {
         let r = app.client.get(app.url("/readyz")).send().await.unwrap();
         assert_eq!(r.status(), 200);
         let body: Value = r.json().await.unwrap();
-        assert_eq!(body, json!({"store": "ok", "bus": "ok", "index": "ok"}), "{mode:?}");
+        assert_eq!(
+            body,
+            json!({"store": "ok", "bus": "ok", "index": "ok", "files": "ok"}),
+            "{mode:?}"
+        );
         app.append_ok(&t, "m", json!([{"role": "user", "content": "count me"}]))
             .await;
         app.wait_indexed(Duration::from_secs(30)).await;

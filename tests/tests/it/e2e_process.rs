@@ -96,6 +96,10 @@ async fn sigkill_mid_indexing_loses_and_duplicates_nothing() {
             "SEDIMENT_INDEX_DIR".into(),
             dir.path().join("index").display().to_string(),
         ),
+        (
+            "SEDIMENT_FILES_DIR".into(),
+            dir.path().join("files").display().to_string(),
+        ),
         // Small batches and a long sweep period: indexing is slow and driven by events, so the
         // kill lands mid-way.
         ("SEDIMENT_WORKER_BATCH_SIZE".into(), "5".into()),

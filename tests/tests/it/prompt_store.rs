@@ -331,7 +331,9 @@ async fn api_puts_resolves_and_falls_back(mode: Mode) {
         sources(&list),
         [
             ("l1-extract".into(), "builtin".into()),
-            ("l1-dedup".into(), "builtin".into())
+            ("l1-dedup".into(), "builtin".into()),
+            ("l2-scene".into(), "builtin".into()),
+            ("l3-persona".into(), "builtin".into())
         ]
     );
 

@@ -209,6 +209,10 @@ async fn one_append_is_one_trace_through_rabbitmq() {
             "SEDIMENT_INDEX_DIR".into(),
             dir.path().join("index").display().to_string(),
         ),
+        (
+            "SEDIMENT_FILES_DIR".into(),
+            dir.path().join("files").display().to_string(),
+        ),
         // The standard variable, with the generic endpoint (the exporter adds `/v1/traces`).
         ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), collector.endpoint.clone()),
         ("OTEL_SERVICE_NAME".into(), "sediment-cluster".into()),

@@ -1,0 +1,173 @@
+//! L2 scene and L3 persona endpoints: the scene list, one scene's document with its
+//! provenance, and the persona.
+
+use axum::extract::{Path, State};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use shared::files::FileError;
+use shared::store::scene::{ArtifactProvenance, SceneRow, LAYER_L2, LAYER_L3};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::{tenant_from, TenantHeaders};
+use crate::state::AppState;
+
+/// Provenance records shown with a scene or the persona, newest first.
+const PROVENANCE_LIMIT: u32 = 20;
+
+#[derive(Serialize)]
+pub struct SceneView {
+    id: Uuid,
+    name: String,
+    overview: String,
+    tags: Vec<String>,
+    version: i64,
+    /// Where the scene navigation list of recall points (relative to the owner's folder).
+    path: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<SceneRow> for SceneView {
+    fn from(row: SceneRow) -> Self {
+        Self {
+            path: format!("scenes/{}.md", row.id),
+            id: row.id,
+            name: row.name,
+            overview: row.overview,
+            tags: row.tags,
+            version: row.version,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ListResponse {
+    items: Vec<SceneView>,
+}
+
+/// `GET /v1/scenes`: the caller's active scenes, most recently updated first.
+pub async fn list(
+    State(state): State<AppState>,
+    TenantHeaders(headers): TenantHeaders,
+) -> Result<Json<ListResponse>, ApiError> {
+    let tenant = tenant_from(&headers, None, None, None)?;
+    let rows = state.backends.scenes.scenes(&tenant, false).await?;
+    Ok(Json(ListResponse {
+        items: rows.into_iter().map(SceneView::from).collect(),
+    }))
+}
+
+#[derive(Serialize)]
+pub struct ProvenanceView {
+    id: Uuid,
+    event: String,
+    template: Option<shared::memory::TemplateRef>,
+    model: Option<String>,
+    input_refs: Vec<String>,
+    output_refs: Vec<String>,
+    detail: serde_json::Value,
+    started_at: DateTime<Utc>,
+    duration_ms: i64,
+}
+
+impl From<ArtifactProvenance> for ProvenanceView {
+    fn from(p: ArtifactProvenance) -> Self {
+        Self {
+            id: p.id,
+            event: p.event,
+            template: p.template,
+            model: p.model,
+            input_refs: p.input_refs,
+            output_refs: p.output_refs,
+            detail: p.detail,
+            started_at: p.started_at,
+            duration_ms: p.duration_ms,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct SceneResponse {
+    #[serde(flatten)]
+    scene: SceneView,
+    /// The scene document (Markdown).
+    content: String,
+    provenance: Vec<ProvenanceView>,
+}
+
+/// `GET /v1/scenes/{id}`: one active scene with its document.
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    TenantHeaders(headers): TenantHeaders,
+) -> Result<Json<SceneResponse>, ApiError> {
+    let tenant = tenant_from(&headers, None, None, None)?;
+    let not_found = || ApiError::NotFoundCode("scene_not_found", "scene not found".into());
+    let id = Uuid::parse_str(&id).map_err(|_| not_found())?;
+    let scenes = &state.backends.scenes;
+    let row = scenes
+        .scene(&tenant, id)
+        .await?
+        .filter(|row| row.status == shared::store::scene::SceneStatus::Active)
+        .ok_or_else(not_found)?;
+    let content = read_text(&state, &row.object_key).await?.unwrap_or_default();
+    let provenance = scenes
+        .artifact_provenance(&tenant, LAYER_L2, Some(id), PROVENANCE_LIMIT)
+        .await?;
+    Ok(Json(SceneResponse {
+        scene: row.into(),
+        content,
+        provenance: provenance.into_iter().map(ProvenanceView::from).collect(),
+    }))
+}
+
+#[derive(Serialize)]
+pub struct PersonaResponse {
+    /// The persona document (Markdown).
+    content: String,
+    version: i64,
+    updated_at: Option<DateTime<Utc>>,
+    provenance: Vec<ProvenanceView>,
+}
+
+/// `GET /v1/persona`: the caller's current persona; 404 `persona_not_found` before the first
+/// build.
+pub async fn persona(
+    State(state): State<AppState>,
+    TenantHeaders(headers): TenantHeaders,
+) -> Result<Json<PersonaResponse>, ApiError> {
+    let tenant = tenant_from(&headers, None, None, None)?;
+    let not_found = || {
+        ApiError::NotFoundCode(
+            "persona_not_found",
+            "no persona has been built for this user yet".into(),
+        )
+    };
+    let scenes = &state.backends.scenes;
+    let row = scenes.persona(&tenant).await?.ok_or_else(not_found)?;
+    let Some(key) = row.object_key.as_deref().filter(|_| row.version > 0) else {
+        return Err(not_found());
+    };
+    let content = read_text(&state, key).await?.ok_or_else(not_found)?;
+    let provenance = scenes
+        .artifact_provenance(&tenant, LAYER_L3, None, PROVENANCE_LIMIT)
+        .await?;
+    Ok(Json(PersonaResponse {
+        content,
+        version: row.version,
+        updated_at: row.built_at,
+        provenance: provenance.into_iter().map(ProvenanceView::from).collect(),
+    }))
+}
+
+async fn read_text(state: &AppState, key: &str) -> Result<Option<String>, ApiError> {
+    match state.backends.files.get(key).await {
+        Ok(bytes) => Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned())),
+        Err(e @ FileError::Unavailable(_)) => Err(ApiError::Unavailable(Box::new(e))),
+        Err(e) => Err(ApiError::Internal(Box::new(e))),
+    }
+}

@@ -1,0 +1,499 @@
+//! L2 scenes and the L3 persona end to end, in both deployments: ingest → L1 → scene → persona,
+//! and recall's stable part carries them. Rules mode (no LLM) and LLM mode (the scripted
+//! OpenAI-compatible server); the editor's rollback and the scene cap with a real run.
+
+use std::time::{Duration, Instant};
+
+use integration_tests::app::{tenant, Mode, Options, TestApp, MODES};
+use integration_tests::fake_openai::{chat_message, FakeOpenAi};
+use reqwest::Method;
+use serde_json::{json, Value};
+use shared::domain::Tenant;
+use shared::store::scene::LAYER_L2;
+
+const WAIT: Duration = Duration::from_secs(40);
+
+/// Timers scaled down from 90 s / 900 s / 1 h, and a persona after the first memory.
+fn fast_layers() -> Vec<(&'static str, String)> {
+    vec![
+        ("SCENE_AFTER_L1_MS", "100".into()),
+        ("SCENE_MIN_GAP_MS", "300".into()),
+        ("SCENE_MAX_WAIT_MS", "5000".into()),
+        ("SCENE_RETRY_MS", "600000".into()),
+        ("PERSONA_MEMORY_THRESHOLD", "1".into()),
+        ("EXTRACT_IDLE_FLUSH_MS", "300".into()),
+    ]
+}
+
+async fn start(mode: Mode, mut env: Vec<(&'static str, String)>) -> TestApp {
+    env.extend(fast_layers());
+    let app = TestApp::with(
+        mode,
+        Options {
+            env,
+            ..Options::default()
+        },
+    )
+    .await;
+    if mode == Mode::Cluster {
+        // In the cluster the scene and persona workers are processes of their own.
+        app.spawn_layer_workers();
+    }
+    app
+}
+
+async fn get(app: &TestApp, t: &Tenant, path: &str) -> (u16, Value) {
+    let response = app.req(Method::GET, path, t).send().await.expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Polls `GET path` until `ready` accepts the body.
+async fn wait_for(app: &TestApp, t: &Tenant, path: &str, ready: impl Fn(u16, &Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let (status, body) = get(app, t, path).await;
+        if ready(status, &body) {
+            return body;
+        }
+        assert!(started.elapsed() < WAIT, "{path} never became ready: {status} {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn persona_containing(app: &TestApp, t: &Tenant, needle: &str) -> Value {
+    wait_for(app, t, "/v1/persona", |status, body| {
+        status == 200 && body["content"].as_str().is_some_and(|c| c.contains(needle))
+    })
+    .await
+}
+
+fn user(content: &str) -> Value {
+    json!([{ "role": "user", "content": content }])
+}
+
+/// What another tenant sees: nothing, through every endpoint.
+async fn assert_isolated(app: &TestApp, scene_id: &str) {
+    let other = tenant();
+    let (status, body) = get(app, &other, "/v1/persona").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("persona_not_found")),
+        "{body}"
+    );
+    let (status, body) = get(app, &other, "/v1/scenes").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["items"], json!([]));
+    let (status, body) = get(app, &other, &format!("/v1/scenes/{scene_id}")).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("scene_not_found")),
+        "{body}"
+    );
+    let recall = app.recall_ok(&other, json!({"query": "DBA"})).await;
+    assert_eq!(recall["stable"]["persona"], "");
+    assert_eq!(recall["stable"]["scene_navigation"], "");
+}
+
+async fn rules_pipeline(mode: Mode) {
+    let mut app = start(mode, Vec::new()).await;
+    let t = tenant();
+    let (status, body) = get(&app, &t, "/v1/persona").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("persona_not_found")),
+        "{body}"
+    );
+
+    app.append_ok(&t, "s1", user("我是腾讯云 DBA，主要管北京区的 TDSQL-C"))
+        .await;
+    let persona = persona_containing(&app, &t, "DBA").await;
+    assert!(persona["version"].as_i64() >= Some(1), "{persona}");
+    assert_eq!(persona["provenance"][0]["template"]["source"], "rules", "{persona}");
+
+    let scenes = wait_for(&app, &t, "/v1/scenes", |s, b| {
+        s == 200 && b["items"].as_array().is_some_and(|i| !i.is_empty())
+    })
+    .await;
+    let scene = &scenes["items"][0];
+    let id = scene["id"].as_str().expect("scene id");
+    let (status, detail) = get(&app, &t, &format!("/v1/scenes/{id}")).await;
+    assert_eq!(status, 200, "{detail}");
+    let content = detail["content"].as_str().expect("content");
+    assert!(content.starts_with("# "), "a scene document: {content}");
+    assert!(content.contains("TDSQL-C"), "{content}");
+    assert_eq!(detail["provenance"][0]["event"], "create", "{detail}");
+
+    let recall = app
+        .recall_ok(&t, json!({"query": "which database does the user run?"}))
+        .await;
+    let stable = &recall["stable"];
+    assert!(
+        stable["persona"].as_str().is_some_and(|p| p.contains("DBA")),
+        "{recall}"
+    );
+    let navigation = stable["scene_navigation"].as_str().expect("navigation");
+    assert!(
+        navigation.contains(scene["name"].as_str().expect("name")),
+        "{navigation}"
+    );
+    assert!(navigation.contains(&format!("scenes/{id}.md")), "{navigation}");
+    assert!(stable["tools_guide"]
+        .as_str()
+        .is_some_and(|g| g.contains("/v1/conversations/search")));
+    // The stable part is stable: the same for another query.
+    let again = app.recall_ok(&t, json!({"query": "something else entirely"})).await;
+    assert_eq!(again["stable"], recall["stable"]);
+
+    assert_isolated(&app, id).await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rules_mode_turns_become_scenes_and_persona_embedded() {
+    rules_pipeline(Mode::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rules_mode_turns_become_scenes_and_persona_cluster() {
+    rules_pipeline(Mode::Cluster).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// LLM mode
+
+/// The parsed user message of a chat request.
+fn payload(body: &Value) -> Value {
+    chat_message(body, "user")
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn system(body: &Value) -> String {
+    chat_message(body, "system").unwrap_or_default()
+}
+
+/// L1: one card per user turn in scene "慢查询排查"; L1 dedup: add.
+fn l1_answer(body: &Value) -> Option<String> {
+    let payload = payload(body);
+    if let Some(turns) = payload["turns"].as_array() {
+        let cards: Vec<Value> = turns
+            .iter()
+            .filter(|t| t["role"] == "user")
+            .map(|t| {
+                json!({
+                    "content": t["content"],
+                    "category": "work_fact",
+                    "priority": 80,
+                    "occurred_at": "2025-08-20",
+                    "source_message_ids": [t["ref"]],
+                })
+            })
+            .collect();
+        return Some(json!({ "scenes": [{ "scene": "慢查询排查", "cards": cards }] }).to_string());
+    }
+    if let Some(cards) = payload["cards"].as_array() {
+        let decisions: Vec<Value> = cards
+            .iter()
+            .map(|c| json!({ "card": c["ref"], "action": "add", "targets": [] }))
+            .collect();
+        return Some(json!({ "decisions": decisions }).to_string());
+    }
+    None
+}
+
+fn scene_markdown(name: &str, overview: &str, events: &[String]) -> String {
+    let events: String = events.iter().map(|e| format!("- [2025-08-20] {e}\n")).collect();
+    format!("# {name}\n- tags: mysql\n\n## Overview\n{overview}\n\n## Event chain\n{events}\n## Conclusions\n- 大表 DDL 优先 CONCURRENTLY\n")
+}
+
+/// The persona: a fixed profile naming how many scenes it was given. The scene agent: creates
+/// the first scene from the memories; later, reads scene s1, then rewrites it with its events
+/// and the new memories.
+fn layers_answer(body: &Value) -> Option<String> {
+    let prompt = system(body);
+    let payload = payload(body);
+    if payload.get("mode").is_some() && prompt.contains("persona") {
+        let scenes = payload["scenes"].as_array().map_or(0, Vec::len);
+        let persona = format!(
+            "# Persona\n\n## Identity\n- 腾讯云 DBA\n\n## Preferences\n- 简洁回答\n\n## Methodology\n- 遇到 DDL 优先在线方案 (scenes seen: {scenes})\n\n## Worldview\n- 稳定第一\n\n### Anti-patterns\n- 不要在高峰期做 DDL\n"
+        );
+        return Some(json!({ "persona": persona }).to_string());
+    }
+    if prompt.contains("scene documents") {
+        // The briefing (the first user message) holds the memories and the scene list.
+        let briefing: Value = body["messages"]
+            .as_array()?
+            .iter()
+            .find(|m| m["role"] == "user")
+            .and_then(|m| serde_json::from_str(m["content"].as_str()?).ok())?;
+        let memories: Vec<String> = briefing["memories"]
+            .as_array()?
+            .iter()
+            .filter_map(|m| m["content"].as_str().map(str::to_owned))
+            .collect();
+        let has_scene = briefing["scenes"].as_array().is_some_and(|s| !s.is_empty());
+        let Some(results) = payload["results"].as_array() else {
+            // First step: read the scene to extend, or create the first one.
+            let action = if has_scene {
+                json!({"tool": "read", "scene": "s1"})
+            } else {
+                json!({"tool": "create", "content": scene_markdown("实例 A 慢查询", "凌晨实例 A 慢查询的排查与修复。", &memories)})
+            };
+            return Some(json!({"actions": [action], "done": false, "persona_worthy": true}).to_string());
+        };
+        let Some(read) = results.iter().find(|r| r["tool"] == "read") else {
+            return Some(json!({"actions": [], "done": true}).to_string());
+        };
+        // Keep every event of the scene, add the new memories.
+        let mut events: Vec<String> = read["content"]
+            .as_str()?
+            .lines()
+            .filter_map(|line| {
+                line.strip_prefix("- [")
+                    .and_then(|rest| rest.split_once("] "))
+                    .map(|(_, what)| what.to_owned())
+            })
+            .collect();
+        events.extend(memories);
+        let content = scene_markdown("实例 A 慢查询", "凌晨实例 A 慢查询的排查与修复。", &events);
+        return Some(
+            json!({"actions": [{"tool": "update", "scene": "s1", "content": content}], "done": true}).to_string(),
+        );
+    }
+    l1_answer(body)
+}
+
+fn llm_env(llm: &FakeOpenAi) -> Vec<(&'static str, String)> {
+    vec![
+        ("LLM_URL", llm.base_url()),
+        ("LLM_MODEL", "fake-model".into()),
+        ("LLM_MAX_RETRIES", "0".into()),
+        ("LLM_TIMEOUT_MS", "5000".into()),
+    ]
+}
+
+async fn llm_pipeline(mode: Mode) {
+    let llm = FakeOpenAi::start(8).await;
+    llm.set_chat_responder(layers_answer);
+    let mut app = start(mode, llm_env(&llm)).await;
+    let t = tenant();
+    let started = Instant::now();
+    app.append_ok(&t, "s1", user("实例 A 在 02:10 出现慢查询，Buffer Pool 命中率跌至 92%"))
+        .await;
+    let persona = persona_containing(&app, &t, "腾讯云 DBA").await;
+    let first_persona = started.elapsed();
+    assert_eq!(persona["provenance"][0]["template"]["id"], "l3-persona", "{persona}");
+    assert!(persona["content"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("不要在高峰期做 DDL"));
+
+    let scenes = wait_for(&app, &t, "/v1/scenes", |s, b| {
+        s == 200 && b["items"].as_array().is_some_and(|i| i.len() == 1)
+    })
+    .await;
+    let id = scenes["items"][0]["id"].as_str().expect("id").to_owned();
+    assert_eq!(scenes["items"][0]["name"], "实例 A 慢查询");
+    assert_eq!(scenes["items"][0]["overview"], "凌晨实例 A 慢查询的排查与修复。");
+
+    // A second batch updates the same scene (version 2) and, flagged persona-worthy, leads to an
+    // incremental persona build that is given only the changed scene.
+    let before = persona["version"].as_i64().expect("version");
+    app.append_ok(&t, "s1", user("报表任务 02:00 批量执行的新 SQL 没有走索引"))
+        .await;
+    let detail = wait_for(&app, &t, &format!("/v1/scenes/{id}"), |s, b| {
+        s == 200 && b["version"] == 2
+    })
+    .await;
+    let content = detail["content"].as_str().expect("content");
+    assert!(
+        content.contains("没有走索引") && content.contains("Buffer Pool"),
+        "{content}"
+    );
+    assert_eq!(detail["provenance"][0]["template"]["id"], "l2-scene", "{detail}");
+    // Incremental: a build after the update is given that scene (version 2) and no other.
+    let changed = format!("scene:{id}@2");
+    let updated = wait_for(&app, &t, "/v1/persona", |s, b| {
+        s == 200
+            && b["provenance"][0]["input_refs"]
+                .as_array()
+                .is_some_and(|refs| refs.iter().any(|r| r == changed.as_str()))
+    })
+    .await;
+    let build = &updated["provenance"][0];
+    assert_eq!(build["detail"]["full"], false, "{updated}");
+    assert_eq!(build["detail"]["scenes_given"], 1, "{updated}");
+    assert!(updated["version"].as_i64() > Some(before), "{updated}");
+    assert!(
+        updated["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("scenes seen: 1"),
+        "{updated}"
+    );
+    eprintln!(
+        "{mode:?}: first turn to first persona {} ms (timers scaled to 100 ms / 300 ms)",
+        first_persona.as_millis()
+    );
+
+    let recall = app.recall_ok(&t, json!({"query": "慢查询"})).await;
+    assert!(
+        recall["stable"]["persona"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("腾讯云 DBA"),
+        "{recall}"
+    );
+    assert!(recall["stable"]["scene_navigation"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("实例 A 慢查询"));
+    assert_isolated(&app, &id).await;
+    app.stop().await;
+    llm.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn llm_mode_turns_become_scenes_and_persona_embedded() {
+    llm_pipeline(Mode::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn llm_mode_turns_become_scenes_and_persona_cluster() {
+    llm_pipeline(Mode::Cluster).await;
+}
+
+/// A run whose edit empties a scene's overview is rolled back: the document is what it was,
+/// and the rollback is in the scene provenance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_edit_that_destroys_core_content_is_rolled_back() {
+    let llm = FakeOpenAi::start(8).await;
+    llm.set_chat_responder(layers_answer);
+    let mut app = start(Mode::Embedded, llm_env(&llm)).await;
+    let t = tenant();
+    app.append_ok(&t, "s1", user("实例 A 在 02:10 出现慢查询")).await;
+    let scenes = wait_for(&app, &t, "/v1/scenes", |s, b| {
+        s == 200 && b["items"].as_array().is_some_and(|i| i.len() == 1)
+    })
+    .await;
+    let id = scenes["items"][0]["id"].as_str().expect("id").to_owned();
+    let (_, good) = get(&app, &t, &format!("/v1/scenes/{id}")).await;
+
+    // From now on the agent wipes the overview.
+    llm.set_chat_responder(|body: &Value| {
+        if system(body).contains("scene documents") {
+            if payload(body).get("results").is_some() {
+                return Some(json!({"actions": [], "done": true}).to_string());
+            }
+            // Valid on its face (it has an event), but the overview is gone.
+            let wiped = "# 实例 A 慢查询\n\n## Overview\n\n## Event chain\n- [2025-08-20] 没有走索引\n";
+            return Some(
+                json!({"actions": [{"tool": "update", "scene": "s1", "content": wiped}], "done": true}).to_string(),
+            );
+        }
+        layers_answer(body)
+    });
+    app.append_ok(&t, "s1", user("报表任务的新 SQL 没有走索引")).await;
+    let started = Instant::now();
+    let rollback = loop {
+        let records = app
+            .backends
+            .scenes
+            .artifact_provenance(&t, LAYER_L2, None, 20)
+            .await
+            .expect("provenance");
+        if let Some(r) = records.into_iter().find(|r| r.event == "rollback") {
+            break r;
+        }
+        assert!(started.elapsed() < WAIT, "no rollback recorded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        rollback.detail["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("overview"),
+        "{:?}",
+        rollback.detail
+    );
+    let (_, after) = get(&app, &t, &format!("/v1/scenes/{id}")).await;
+    assert_eq!(after["content"], good["content"], "the document is restored");
+    assert_eq!(after["version"], 1);
+    app.stop().await;
+    llm.stop().await;
+}
+
+/// The cap holds in a real run: with cap 4 the agent may create up to 3 scenes; the fourth
+/// create is refused with a reason the agent reads in its next step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_scene_cap_holds_in_a_real_run() {
+    let llm = FakeOpenAi::start(8).await;
+    llm.set_chat_responder(|body: &Value| {
+        if system(body).contains("scene documents") {
+            if payload(body).get("results").is_some() {
+                return Some(json!({"actions": [], "done": true}).to_string());
+            }
+            let actions: Vec<Value> = (1..=5)
+                .map(|i| json!({"tool": "create", "content": scene_markdown(&format!("topic {i}"), "about it", &[format!("event {i}")])}))
+                .collect();
+            return Some(json!({"actions": actions, "done": false}).to_string());
+        }
+        layers_answer(body)
+    });
+    let mut env = llm_env(&llm);
+    env.push(("SCENE_CAP", "4".into()));
+    let mut app = start(Mode::Embedded, env).await;
+    let t = tenant();
+    app.append_ok(&t, "s1", user("实例 A 在 02:10 出现慢查询")).await;
+    let started = Instant::now();
+    let follow_up = loop {
+        if let Some(body) = llm
+            .chat()
+            .bodies()
+            .into_iter()
+            .find(|b| system(b).contains("scene documents") && payload(b).get("results").is_some())
+        {
+            break payload(&body);
+        }
+        assert!(started.elapsed() < WAIT, "the agent never got its results");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let results = follow_up["results"].as_array().expect("results");
+    let ok = results.iter().filter(|r| r["ok"] == true).count();
+    assert_eq!(ok, 3, "{follow_up}");
+    assert!(
+        results
+            .iter()
+            .filter(|r| r["ok"] == false)
+            .all(|r| r["error"].as_str().is_some_and(|e| !e.is_empty())),
+        "{follow_up}"
+    );
+    let scenes = wait_for(&app, &t, "/v1/scenes", |s, b| {
+        s == 200 && b["items"].as_array().is_some_and(|i| !i.is_empty())
+    })
+    .await;
+    assert_eq!(scenes["items"].as_array().map(Vec::len), Some(3), "{scenes}");
+    app.stop().await;
+    llm.stop().await;
+}
+
+/// Every mode keeps turns, memories, scenes and persona of a tenant to that tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scene_endpoints_validate_input() {
+    for mode in MODES {
+        let mut app = start(mode, Vec::new()).await;
+        let t = tenant();
+        let (status, body) = get(&app, &t, "/v1/scenes/not-a-uuid").await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (404, Some("scene_not_found")),
+            "{body}"
+        );
+        let response = app.client.get(app.url("/v1/scenes")).send().await.expect("request");
+        assert_eq!(response.status().as_u16(), 400);
+        let body: Value = response.json().await.expect("json");
+        assert_eq!(body["code"], "missing_tenant");
+        app.stop().await;
+    }
+}
