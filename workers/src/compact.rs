@@ -21,6 +21,7 @@ use serde_json::json;
 use shared::bus::{AmqpBus, AmqpSettings, EventBus};
 use shared::config::{Deployment, Settings};
 use shared::context::{summarizer, CompactHandler, Compactor};
+use shared::files::FileStore;
 use shared::runtime::{run_consumer, ConsumerSettings, Handler, Heartbeat};
 use shared::store::{PostgresStore, TranscriptStore};
 use tokio_util::sync::CancellationToken;
@@ -32,7 +33,7 @@ const WEDGED_AFTER: Duration = Duration::from_secs(30);
 pub async fn run_compact_worker(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let summarizer = summarizer(&settings).context("build the compaction summarizer")?;
     let context = settings.context.clone();
-    run_database_worker(&settings, "compact", shutdown, move |store, _bus| {
+    run_database_worker(&settings, "compact", None, shutdown, move |store, _bus| {
         let compactor = Compactor::new(store.clone(), store, summarizer, context);
         Ok(Arc::new(CompactHandler(compactor)))
     })
@@ -41,10 +42,11 @@ pub async fn run_compact_worker(settings: Settings, shutdown: CancellationToken)
 
 /// Runs a worker that needs the database and the broker but no search index (compact, scene,
 /// persona) until `shutdown`: connects, migrates, serves the side port, runs the consumer of
-/// the handler that `handler` builds.
+/// the handler that `handler` builds. With `files`, readiness also checks the file store.
 pub(crate) async fn run_database_worker(
     settings: &Settings,
     name: &str,
+    files: Option<Arc<dyn FileStore>>,
     shutdown: CancellationToken,
     handler: impl FnOnce(Arc<PostgresStore>, Arc<dyn EventBus>) -> anyhow::Result<Arc<dyn Handler>>,
 ) -> anyhow::Result<()> {
@@ -73,6 +75,7 @@ pub(crate) async fn run_database_worker(
     let probes = Probes {
         store: store.clone(),
         bus: bus.clone(),
+        files,
         heartbeat: heartbeat.clone(),
         metrics: shared::metrics::prometheus(),
     };
@@ -102,6 +105,7 @@ pub(crate) async fn run_database_worker(
 struct Probes {
     store: Arc<PostgresStore>,
     bus: Arc<dyn EventBus>,
+    files: Option<Arc<dyn FileStore>>,
     heartbeat: Arc<Heartbeat>,
     metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -140,17 +144,24 @@ async fn healthz(State(p): State<Probes>) -> impl IntoResponse {
 }
 
 async fn readyz(State(p): State<Probes>) -> impl IntoResponse {
-    let (store, bus) = tokio::join!(p.store.ping(), p.bus.ping());
+    let files = async {
+        match &p.files {
+            Some(files) => Some(files.check().await.is_ok()),
+            None => None,
+        }
+    };
+    let (store, bus, files) = tokio::join!(p.store.ping(), p.bus.ping(), files);
     let word = |ok: bool| if ok { "ok" } else { "unavailable" };
-    let status = if store.is_ok() && bus.is_ok() {
+    let status = if store.is_ok() && bus.is_ok() && files != Some(false) {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        Json(json!({ "store": word(store.is_ok()), "bus": word(bus.is_ok()) })),
-    )
+    let mut body = json!({ "store": word(store.is_ok()), "bus": word(bus.is_ok()) });
+    if let Some(files) = files {
+        body["files"] = json!(word(files));
+    }
+    (status, Json(body))
 }
 
 async fn metrics(State(p): State<Probes>) -> impl IntoResponse {

@@ -20,7 +20,7 @@ pub async fn run_scene_worker(settings: Settings, shutdown: CancellationToken) -
         .context("open the file store")?;
     let layers = settings.layers.clone();
     let llm = settings.llm.clone();
-    run_database_worker(&settings, "scene", shutdown, move |store, bus| {
+    run_database_worker(&settings, "scene", Some(files.clone()), shutdown, move |store, bus| {
         let prompts = prompts_for(llm.as_ref(), store.clone())?;
         let (editor, _) = layer_engines(llm.as_ref(), &prompts, &layers)?;
         let runner = SceneRunner::new(store.clone(), store, files, bus, editor, layers.scene.clone());
@@ -37,12 +37,18 @@ pub async fn run_persona_worker(settings: Settings, shutdown: CancellationToken)
         .context("open the file store")?;
     let layers = settings.layers.clone();
     let llm = settings.llm.clone();
-    run_database_worker(&settings, "persona", shutdown, move |store, _bus| {
-        let prompts = prompts_for(llm.as_ref(), store.clone())?;
-        let (_, engine) = layer_engines(llm.as_ref(), &prompts, &layers)?;
-        let builder = PersonaBuilder::new(store.clone(), store, files, engine, layers.persona.clone());
-        Ok(Arc::new(PersonaHandler(builder)))
-    })
+    run_database_worker(
+        &settings,
+        "persona",
+        Some(files.clone()),
+        shutdown,
+        move |store, _bus| {
+            let prompts = prompts_for(llm.as_ref(), store.clone())?;
+            let (_, engine) = layer_engines(llm.as_ref(), &prompts, &layers)?;
+            let builder = PersonaBuilder::new(store.clone(), store, files, engine, layers.persona.clone());
+            Ok(Arc::new(PersonaHandler(builder)))
+        },
+    )
     .await
 }
 

@@ -497,3 +497,96 @@ async fn scene_endpoints_validate_input() {
         app.stop().await;
     }
 }
+
+/// The scene timer end to end: a batch schedules the run `after_l1` later; a second batch
+/// before it fires does not push it back; the run happens once it is due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_scene_timer_only_moves_earlier() {
+    // The scripted LLM turns every turn into a memory, so both batches store one.
+    let llm = FakeOpenAi::start(8).await;
+    llm.set_chat_responder(layers_answer);
+    let mut env = llm_env(&llm);
+    env.extend([
+        ("SCENE_AFTER_L1_MS", "1500".to_owned()),
+        ("SCENE_MIN_GAP_MS", "300".to_owned()),
+        ("SCENE_MAX_WAIT_MS", "5000".to_owned()),
+        ("EXTRACT_IDLE_FLUSH_MS", "300".to_owned()),
+    ]);
+    let mut app = TestApp::with(
+        Mode::Embedded,
+        Options {
+            env,
+            ..Options::default()
+        },
+    )
+    .await;
+    let t = tenant();
+    app.append_ok(&t, "s1", user("我是腾讯云 DBA，主要管北京区的 TDSQL-C"))
+        .await;
+    let (first_due, first_l1) = loop {
+        let schedule = app.backends.scenes.scene_schedule(&t).await.expect("schedule");
+        if let (Some(due), Some(l1)) = (schedule.due_at, schedule.last_l1_at) {
+            break (due, l1);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // A second batch for the same owner, before the first run: the due-time stays.
+    app.append_ok(&t, "s2", user("我还负责上海区的 MySQL 集群的备份")).await;
+    let started = Instant::now();
+    let mut saw_second = false;
+    loop {
+        let schedule = app.backends.scenes.scene_schedule(&t).await.expect("schedule");
+        if schedule.last_run_at.is_some() {
+            break;
+        }
+        if schedule.last_l1_at != Some(first_l1) {
+            saw_second = true;
+            assert_eq!(schedule.due_at, Some(first_due), "the due-time moved: {schedule:?}");
+        }
+        assert!(started.elapsed() < WAIT, "the scene run never happened: {schedule:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(saw_second, "the second batch landed only after the run");
+    let schedule = app.backends.scenes.scene_schedule(&t).await.expect("schedule");
+    let ran = schedule.last_run_at.expect("ran");
+    assert!(ran >= first_due, "ran at {ran}, before it was due at {first_due}");
+    app.stop().await;
+    llm.stop().await;
+}
+
+/// Self-heal: the database says a persona was built but its document is gone; the persona
+/// worker's sweep rebuilds it from all scenes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_persona_document_is_rebuilt() {
+    let mut app = start(Mode::Embedded, Vec::new()).await;
+    let t = tenant();
+    app.append_ok(&t, "s1", user("我是腾讯云 DBA，主要管北京区的 TDSQL-C"))
+        .await;
+    let persona = persona_containing(&app, &t, "DBA").await;
+    let version = persona["version"].as_i64().expect("version");
+    let key = app
+        .backends
+        .scenes
+        .persona(&t)
+        .await
+        .expect("row")
+        .and_then(|row| row.object_key)
+        .expect("object key");
+    app.backends
+        .files
+        .delete(&key)
+        .await
+        .expect("delete the persona document");
+
+    let healed = wait_for(&app, &t, "/v1/persona", |s, b| {
+        s == 200 && b["version"].as_i64() > Some(version)
+    })
+    .await;
+    assert_eq!(healed["provenance"][0]["detail"]["trigger"], "self_heal", "{healed}");
+    assert_eq!(healed["provenance"][0]["detail"]["full"], true, "{healed}");
+    assert!(
+        healed["content"].as_str().unwrap_or_default().contains("DBA"),
+        "{healed}"
+    );
+    app.stop().await;
+}

@@ -19,6 +19,7 @@ mod embed_openai;
 mod file_store;
 mod index_conformance;
 mod l1_pipeline;
+mod layers_process;
 mod llm_chat;
 mod memory_store;
 mod migrate_only;
