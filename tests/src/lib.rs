@@ -9,6 +9,7 @@ pub mod fake_openai;
 pub mod mixed_session;
 pub mod otel_collector;
 pub mod pg;
+pub mod process;
 pub mod quality;
 pub mod s3;
 pub mod stores;

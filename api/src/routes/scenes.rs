@@ -114,7 +114,15 @@ pub async fn get(
         .await?
         .filter(|row| row.status == shared::store::scene::SceneStatus::Active)
         .ok_or_else(not_found)?;
-    let content = read_text(&state, &row.object_key).await?.unwrap_or_default();
+    let Some(content) = read_text(&state, &row.object_key).await? else {
+        // The row outlived its document (a lost object); the next scene run of this owner
+        // rewrites it from the row. Say so rather than answer with an empty scene.
+        tracing::error!(scene = %id, key = %row.object_key, "scene document missing");
+        return Err(ApiError::NotFoundCode(
+            "scene_not_found",
+            "the scene's document is missing; it is rewritten by the next scene run".into(),
+        ));
+    };
     let provenance = scenes
         .artifact_provenance(&tenant, LAYER_L2, Some(id), PROVENANCE_LIMIT)
         .await?;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use integration_tests::app::{tenant, Mode, TestApp};
 use integration_tests::fake_openai::{FakeOpenAi, Fault};
 use integration_tests::mixed_session;
+use integration_tests::process::{free_port, sigterm_and_wait};
 use reqwest::Method;
 use serde_json::{json, Value};
 use shared::config::Deployment;
@@ -15,11 +16,6 @@ use tokio::process::{Child, Command};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sediment-test-compact");
 const LEASE_MS: u64 = 2_000;
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
 
 /// Starts a compact worker on the app's database and broker; waits until it is ready.
 async fn spawn(app: &TestApp, extra: &[(&str, String)]) -> (Child, String) {
@@ -145,20 +141,6 @@ async fn a_worker_killed_mid_job_is_replaced_after_its_lease_and_sigterm_drains(
     assert!(metrics.contains("sediment_compactions_total"), "{metrics}");
 
     sigterm_and_wait(b).await;
-}
-
-async fn sigterm_and_wait(mut child: Child) {
-    let pid = child.id().expect("pid");
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let exit = tokio::time::timeout(Duration::from_secs(10), child.wait())
-        .await
-        .expect("exit within 10 s of SIGTERM")
-        .expect("wait");
-    assert!(exit.success(), "exit status {exit:?} after SIGTERM");
 }
 
 #[tokio::test]

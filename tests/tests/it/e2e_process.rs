@@ -187,3 +187,57 @@ async fn the_index_worker_refuses_an_index_it_cannot_share() {
         .expect_err("an Edge index cannot be shared with the API");
     assert!(err.to_string().contains("SEDIMENT_QDRANT_URL"), "{err:#}");
 }
+
+/// The scene timer survives a restart: the run is due 2 s after the batch, the process stops
+/// before that, and the restarted process runs it (its timer wake-up was in memory; the
+/// due-time is in the database, and the scene worker's sweep finds it).
+#[tokio::test]
+async fn a_pending_scene_run_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let env: Vec<(String, String)> = vec![
+        (
+            "SEDIMENT_DATA_DIR".into(),
+            dir.path().join("data").display().to_string(),
+        ),
+        ("SEDIMENT_EMBEDDING".into(), "none".into()),
+        ("SEDIMENT_SCENE_AFTER_L1_MS".into(), "2000".into()),
+        ("SEDIMENT_SCENE_MIN_GAP_MS".into(), "2000".into()),
+        ("SEDIMENT_PERSONA_MEMORY_THRESHOLD".into(), "1000".into()),
+        ("SEDIMENT_WORKER_SWEEP_INTERVAL_MS".into(), "200".into()),
+    ];
+    let t = tenant();
+    let proc = spawn(&env).await;
+    append(
+        &proc.base,
+        &t,
+        "timer-restart",
+        json!([{"role": "user", "content": "我是腾讯云 DBA，主要管北京区的 TDSQL-C"}]),
+    )
+    .await;
+    let scenes = |base: String, t: Tenant| async move {
+        let r = reqwest::Client::new()
+            .get(format!("{base}/v1/scenes"))
+            .header(api::TEAM_HEADER, &t.team)
+            .header(api::AGENT_HEADER, &t.agent)
+            .header(api::USER_HEADER, &t.user)
+            .send()
+            .await
+            .unwrap();
+        r.json::<Value>().await.unwrap()["items"].as_array().map_or(0, Vec::len)
+    };
+    // The first turn is extracted at once (warm-up), so the timer is armed; stop before it fires.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(scenes(proc.base.clone(), t.clone()).await, 0, "ran too early");
+    sigterm_and_wait(proc).await;
+
+    let proc = spawn(&env).await;
+    let start = Instant::now();
+    while scenes(proc.base.clone(), t.clone()).await == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the pending scene run was lost"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sigterm_and_wait(proc).await;
+}

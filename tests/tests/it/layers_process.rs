@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
+use integration_tests::process::{free_port, sigterm_and_wait};
 use reqwest::Method;
 use serde_json::{json, Value};
 use shared::config::{Deployment, FileStoreSettings};
@@ -18,11 +19,6 @@ const TIMERS: [(&str, &str); 3] = [
     ("SCENE_MIN_GAP_MS", "300"),
     ("PERSONA_MEMORY_THRESHOLD", "1"),
 ];
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
 
 /// Starts `kind` on the app's database, broker and file store; waits until it is ready and
 /// returns its readiness body.
@@ -78,20 +74,6 @@ async fn spawn(app: &TestApp, kind: &str) -> (Child, String, Value) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn sigterm_and_wait(mut child: Child) {
-    let pid = child.id().expect("pid");
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let exit = tokio::time::timeout(Duration::from_secs(10), child.wait())
-        .await
-        .expect("exit within 10 s of SIGTERM")
-        .expect("wait");
-    assert!(exit.success(), "exit status {exit:?} after SIGTERM");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
