@@ -161,15 +161,25 @@ pub async fn persona(
         return Err(not_found());
     };
     let content = read_text(&state, key).await?.ok_or_else(not_found)?;
-    let provenance = scenes
+    let mut provenance = scenes
         .artifact_provenance(&tenant, LAYER_L3, None, PROVENANCE_LIMIT)
         .await?;
+    // A build may commit between the two reads: show only the history of the version served.
+    provenance.retain(|p| built_version(p).is_none_or(|v| v <= row.version));
     Ok(Json(PersonaResponse {
         content,
         version: row.version,
         updated_at: row.built_at,
         provenance: provenance.into_iter().map(ProvenanceView::from).collect(),
     }))
+}
+
+/// The persona version a build record produced (`persona@N` in its output refs).
+fn built_version(record: &ArtifactProvenance) -> Option<i64> {
+    record
+        .output_refs
+        .iter()
+        .find_map(|r| r.strip_prefix("persona@").and_then(|v| v.parse().ok()))
 }
 
 async fn read_text(state: &AppState, key: &str) -> Result<Option<String>, ApiError> {

@@ -34,6 +34,7 @@
 pub mod cap;
 pub mod doc;
 pub mod editor;
+pub mod journal;
 pub mod paths;
 pub mod rules;
 pub mod run;

@@ -52,16 +52,9 @@ pub fn persona_key(tenant: &Tenant) -> String {
     format!("{}persona/persona.md", owner_prefix(tenant))
 }
 
-/// A snapshot of the scenes folder taken before an edit run; `version` is encoded like an id.
+/// The journal (copy-on-write snapshot) of one edit run; `version` is encoded like an id.
 pub fn scene_snapshot_prefix(tenant: &Tenant, version: &str) -> String {
     format!("{}snapshots/scenes/{}/", owner_prefix(tenant), encode_segment(version))
-}
-
-/// Says that the snapshot of run `token` is complete. It lies outside every snapshot prefix, so
-/// restoring a snapshot never copies it into the scenes folder, and clearing a partial
-/// snapshot's prefix leaves the marker question to its own key.
-pub fn scene_snapshot_marker(tenant: &Tenant, token: Uuid) -> String {
-    format!("{}snapshots/markers/{}", owner_prefix(tenant), token.as_hyphenated())
 }
 
 /// Where a soft-deleted scene's last document is kept, outside the folder the editor sees.
@@ -197,18 +190,13 @@ mod tests {
         let t = tenant("t", "a", "u");
         let token = Uuid::from_u128(7);
         let snapshot = scene_snapshot_prefix(&t, &token.to_string());
-        let marker = scene_snapshot_marker(&t, token);
         let trash = scene_trash_key(&t, Uuid::from_u128(8));
         let build = persona_build_key(&t, 3, token);
-        assert_eq!(
-            marker,
-            "owners/t/a/u/snapshots/markers/00000000-0000-0000-0000-000000000007"
-        );
         assert_eq!(
             build,
             "owners/t/a/u/persona/builds/3-00000000-0000-0000-0000-000000000007.md"
         );
-        for key in [&marker, &trash, &build] {
+        for key in [&trash, &build] {
             assert!(key.starts_with(&owner_prefix(&t)));
             assert!(!key.starts_with(&scenes_prefix(&t)), "{key}");
             assert!(!key.starts_with(&snapshot), "{key}");

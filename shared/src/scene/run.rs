@@ -1,17 +1,16 @@
-//! One scene run per owner: claim the owner, snapshot the scene folder, let the editor work on
-//! the memories that arrived since the last run, check what it did, then commit — or restore
-//! the snapshot.
+//! One scene run per owner: claim the owner, let the editor work on the memories that arrived
+//! since the last run with every write snapshotted first (copy-on-write, `journal`), check
+//! what it did, then commit — or put the folder back as it was.
 //!
 //! # Crash safety
 //! ```text
-//!  claim lease ─▶ snapshot folder ─▶ marker ─▶ edit files ─▶ commit rows + timer ─▶ drop snapshot
-//!                  (crash: folder untouched)    (crash: the next claim sees the abandoned
-//!                                                token, finds its marker and restores)
+//!  claim lease ─▶ edit files (each first write journaled) ─▶ commit rows + timer ─▶ drop journal
+//!                 (crash: the lease expires; the next claim sees
+//!                  the abandoned token and restores its journal)
 //! ```
-//! The marker is written only once the snapshot is complete, and the editor writes only after
-//! the marker, so a restore never starts from a partial snapshot. The database commit is
-//! fenced by the lease token, and the editor stops writing at half the lease, so a stalled run
-//! cannot overwrite a newer run's files.
+//! The database commit is fenced by the lease token, and the editor stops writing at half the
+//! lease, so a stalled run cannot overwrite a newer run's files. A commit releases the lease,
+//! so a journal left behind by a crash after the commit is never restored, only garbage.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,7 +22,7 @@ use uuid::Uuid;
 
 use super::doc::SceneDoc;
 use super::editor::{memory_refs, EditError, SceneEditor};
-use super::paths;
+use super::journal::{self, Journal};
 use super::timer::{self, SceneTimer, SceneTimerSettings};
 use super::workspace::{core_content_lost, Touch, Workspace};
 use crate::bus::{Event, EventBus, WorkerKind};
@@ -297,16 +296,9 @@ impl SceneRunner {
             });
         }
 
-        let snapshot = paths::scene_snapshot_prefix(tenant, &lease.token.to_string());
-        let scenes_prefix = paths::scenes_prefix(tenant);
-        self.files.snapshot(&scenes_prefix, &snapshot).await?;
-        *dirty = true;
-        self.files
-            .put(&paths::scene_snapshot_marker(tenant, lease.token), Vec::new())
-            .await?;
-
         let rows = self.scenes.scenes(tenant, false).await?;
-        let docs = self.documents(rows).await?;
+        let mut journal = Journal::new(self.files.clone(), tenant, lease.token);
+        let docs = self.documents(rows, &mut journal).await?;
         // Half the lease: a run past it stops writing long before another may claim the owner.
         let deadline = started + self.settings.lease / 2;
         let mut workspace = Workspace::new(
@@ -316,7 +308,10 @@ impl SceneRunner {
             self.settings.cap,
             lease.claimed_at,
             deadline,
+            journal,
         );
+        // From here the folder may hold edits that only the journal can undo.
+        *dirty = true;
         let edit_started = Utc::now();
         let outcome = match self.editor.edit(&mut workspace, &memories).await {
             Ok(outcome) => outcome,
@@ -383,7 +378,7 @@ impl SceneRunner {
         }
         *dirty = false;
         ::metrics::histogram!(metrics::SCENE_RUN_WRITES).record(workspace.writes() as f64);
-        self.drop_snapshot(tenant, lease.token).await;
+        self.drop_journal(tenant, lease.token).await;
         tracing::info!(
             memories = memories.len(),
             scenes = edited,
@@ -477,10 +472,16 @@ impl SceneRunner {
 
     /// The active scenes with their documents. A document that is missing or unreadable is
     /// rebuilt from its row, so the editor can rewrite it instead of the owner losing it.
-    async fn documents(&self, rows: Vec<SceneRow>) -> Result<Vec<(SceneRow, SceneDoc)>, SceneError> {
+    async fn documents(
+        &self,
+        rows: Vec<SceneRow>,
+        journal: &mut Journal,
+    ) -> Result<Vec<(SceneRow, SceneDoc)>, SceneError> {
         let mut docs = Vec::with_capacity(rows.len());
         for row in rows {
-            let doc = match self.files.get(&row.object_key).await? {
+            let bytes = self.files.get(&row.object_key).await?;
+            journal.know(&row.object_key, bytes.clone());
+            let doc = match bytes {
                 Some(bytes) => match SceneDoc::parse(&String::from_utf8_lossy(&bytes)) {
                     Ok(doc) => Some(doc),
                     Err(e) => {
@@ -510,7 +511,7 @@ impl SceneRunner {
         Ok(docs)
     }
 
-    /// Restores the folder from this run's snapshot and records why.
+    /// Puts the folder back as it was before this run and records why.
     async fn roll_back(
         &self,
         tenant: &Tenant,
@@ -521,9 +522,7 @@ impl SceneRunner {
     ) -> Result<(), SceneError> {
         tracing::warn!(reason, "scene run rolled back");
         ::metrics::counter!(metrics::SCENE_ROLLBACKS).increment(1);
-        let snapshot = paths::scene_snapshot_prefix(tenant, &lease.token.to_string());
-        self.files.restore(&snapshot, &paths::scenes_prefix(tenant)).await?;
-        self.drop_snapshot(tenant, lease.token).await;
+        journal::restore(&*self.files, tenant, lease.token).await?;
         let record = ArtifactProvenance {
             id: Uuid::new_v4(),
             tenant: tenant.clone(),
@@ -544,38 +543,20 @@ impl SceneRunner {
         Ok(())
     }
 
-    /// A run that died mid-edit: put its snapshot back if it had finished taking one.
+    /// A run that died mid-edit: put back what it wrote.
     async fn recover(&self, tenant: &Tenant, abandoned: Uuid) -> Result<(), SceneError> {
-        if self
-            .files
-            .get(&paths::scene_snapshot_marker(tenant, abandoned))
-            .await?
-            .is_none()
-        {
-            // No complete snapshot: that run never wrote a scene. Clear a partial copy.
-            self.files
-                .delete_prefix(&paths::scene_snapshot_prefix(tenant, &abandoned.to_string()))
-                .await?;
-            return Ok(());
+        let restored = journal::restore(&*self.files, tenant, abandoned).await?;
+        if restored > 0 {
+            tracing::warn!(%abandoned, restored, "restored the scene folder of a run that died mid-edit");
+            ::metrics::counter!(metrics::SCENE_ROLLBACKS).increment(1);
         }
-        tracing::warn!(%abandoned, "restoring the scene folder of a run that died mid-edit");
-        ::metrics::counter!(metrics::SCENE_ROLLBACKS).increment(1);
-        let snapshot = paths::scene_snapshot_prefix(tenant, &abandoned.to_string());
-        self.files.restore(&snapshot, &paths::scenes_prefix(tenant)).await?;
-        self.drop_snapshot(tenant, abandoned).await;
         Ok(())
     }
 
-    async fn drop_snapshot(&self, tenant: &Tenant, token: Uuid) {
-        let snapshot = paths::scene_snapshot_prefix(tenant, &token.to_string());
-        // Marker first: without it a leftover copy is never restored, only cleared.
-        let result = async {
-            self.files.delete(&paths::scene_snapshot_marker(tenant, token)).await?;
-            self.files.delete_prefix(&snapshot).await
-        }
-        .await;
-        if let Err(e) = result {
-            tracing::warn!(error = %error_chain(&e), "failed to remove a scene snapshot");
+    async fn drop_journal(&self, tenant: &Tenant, token: Uuid) {
+        if let Err(e) = journal::discard(&*self.files, tenant, token).await {
+            // Garbage only: a committed run's journal is never restored.
+            tracing::warn!(error = %error_chain(&e), "failed to remove a scene run's journal");
         }
     }
 

@@ -13,8 +13,9 @@
 //! - **The lease.** Writes stop at the run's deadline (well inside the lease), so a stalled run
 //!   cannot write after another worker took the owner over.
 //!
-//! Edits go to the file store at once (the folder is the editor's working copy); the runner
-//! snapshots the folder before the run and restores it if the run fails.
+//! Edits go to the file store at once (the folder is the editor's working copy); every first
+//! write to an object is journaled before it happens (`journal`), so the runner can put the
+//! folder back as it was if the run fails.
 
 use std::time::Instant;
 
@@ -23,6 +24,7 @@ use uuid::Uuid;
 
 use super::cap::{self, SceneOp, MERGE_SOURCES};
 use super::doc::SceneDoc;
+use super::journal::Journal;
 use super::paths;
 use crate::domain::Tenant;
 use crate::files::{FileError, FileStore};
@@ -101,10 +103,12 @@ pub struct Workspace {
     entries: Vec<SceneEntry>,
     merged_this_run: bool,
     writes: usize,
+    journal: Journal,
 }
 
 impl Workspace {
-    /// A workspace over the owner's active scenes (rows and their parsed documents).
+    /// A workspace over the owner's active scenes (rows and their parsed documents); every
+    /// write is journaled in `journal` first.
     pub fn new(
         tenant: Tenant,
         files: std::sync::Arc<dyn FileStore>,
@@ -112,6 +116,7 @@ impl Workspace {
         cap: usize,
         now: DateTime<Utc>,
         deadline: Instant,
+        journal: Journal,
     ) -> Self {
         let entries = scenes
             .into_iter()
@@ -134,6 +139,7 @@ impl Workspace {
             entries,
             merged_this_run: false,
             writes: 0,
+            journal,
         }
     }
 
@@ -158,9 +164,10 @@ impl Workspace {
         self.entries.iter().filter(|e| e.is_active()).count()
     }
 
-    /// Object writes so far (puts and deletes): the S3 round trips of the run's edits.
+    /// Object writes so far (puts and deletes, journal entries included): the S3 round trips
+    /// of the run's edits.
     pub fn writes(&self) -> usize {
-        self.writes
+        self.writes + self.journal.entries()
     }
 
     /// The entry with this ref (active or not).
@@ -338,8 +345,12 @@ impl Workspace {
         self.guard()?;
         let entry = &self.entries[index];
         let trash = paths::scene_trash_key(&self.tenant, entry.row.id);
-        self.files.put(&trash, entry.doc.render().into_bytes()).await?;
-        self.files.delete(&entry.row.object_key).await?;
+        let key = entry.row.object_key.clone();
+        let body = entry.doc.render().into_bytes();
+        self.journal.before_write(&trash).await?;
+        self.files.put(&trash, body).await?;
+        self.journal.before_write(&key).await?;
+        self.files.delete(&key).await?;
         self.writes += 2;
         let entry = &mut self.entries[index];
         if entry.touch.is_none() {
@@ -353,6 +364,7 @@ impl Workspace {
 
     async fn put(&mut self, key: &str, doc: &SceneDoc) -> Result<(), WorkspaceError> {
         self.guard()?;
+        self.journal.before_write(key).await?;
         self.files.put(key, doc.render().into_bytes()).await?;
         self.writes += 1;
         Ok(())

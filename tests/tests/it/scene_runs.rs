@@ -14,6 +14,7 @@ use shared::files::{FileStore, LocalFileStore, S3FileStore};
 use shared::memory::{Category, EngineError, Memory, MemoryStatus};
 use shared::scene::doc::{SceneDoc, SceneEvent};
 use shared::scene::editor::{EditError, EditOutcome, RulesSceneEditor, SceneEditor};
+use shared::scene::journal::Journal;
 use shared::scene::paths;
 use shared::scene::run::{RunOutcome, SceneError, SceneRunner, SceneSettings};
 use shared::scene::timer::SceneTimerSettings;
@@ -315,24 +316,20 @@ async fn dead_run_is_restored(f: Fixture) {
     ));
     let before = documents(&f, &t).await;
 
-    // A run claims the owner, snapshots the folder, scribbles over a document and dies.
+    // A run claims the owner, journals a document, scribbles over it, creates another, dies.
     let lease = f
         .store
         .claim_scene_run(&t, Utc::now(), Duration::from_millis(50))
         .await
         .expect("claim")
         .expect("free");
-    let snapshot = paths::scene_snapshot_prefix(&t, &lease.token.to_string());
-    f.files
-        .snapshot(&paths::scenes_prefix(&t), &snapshot)
-        .await
-        .expect("snapshot");
-    f.files
-        .put(&paths::scene_snapshot_marker(&t, lease.token), Vec::new())
-        .await
-        .expect("marker");
+    let mut journal = Journal::new(f.files.clone(), &t, lease.token);
     let key = f.store.scenes(&t, false).await.expect("rows")[0].object_key.clone();
+    journal.before_write(&key).await.expect("journal");
     f.files.put(&key, b"garbage".to_vec()).await.expect("scribble");
+    let stray = paths::scene_key(&t, Uuid::new_v4());
+    journal.before_write(&stray).await.expect("journal");
+    f.files.put(&stray, b"# half a scene".to_vec()).await.expect("create");
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     // The next run finds the abandoned lease, restores the folder, then does its own work.
@@ -350,6 +347,11 @@ async fn dead_run_is_restored(f: Fixture) {
     ));
     let after = documents(&f, &t).await;
     assert_eq!(after.len(), 1);
+    assert_eq!(
+        f.files.get(&stray).await.expect("get"),
+        None,
+        "the dead run's new object is gone"
+    );
     let doc = SceneDoc::parse(&after[0].1).expect("a well-formed document");
     let old = SceneDoc::parse(&before[0].1).expect("old");
     for event in &old.events {
@@ -378,6 +380,10 @@ fn doc(name: &str) -> SceneDoc {
     doc
 }
 
+fn journal(f: &Fixture, t: &Tenant) -> Journal {
+    Journal::new(f.files.clone(), t, Uuid::new_v4())
+}
+
 /// The cap through the tools: creates stop one below the cap; at the cap (lowered by config)
 /// nothing but a merge goes, and after the merge the others work again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -385,7 +391,15 @@ async fn the_workspace_enforces_the_cap_and_the_folder() {
     let f = Fixture::sqlite().await;
     let t = tenant();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let mut ws = Workspace::new(t.clone(), f.files.clone(), Vec::new(), 4, Utc::now(), deadline);
+    let mut ws = Workspace::new(
+        t.clone(),
+        f.files.clone(),
+        Vec::new(),
+        4,
+        Utc::now(),
+        deadline,
+        journal(&f, &t),
+    );
     for i in 0..3 {
         ws.create(doc(&format!("topic {i}")))
             .await
@@ -425,7 +439,15 @@ async fn the_workspace_enforces_the_cap_and_the_folder() {
         .filter(|e| e.is_active())
         .map(|e| (e.row.clone(), e.doc.clone()))
         .collect();
-    let mut ws = Workspace::new(t.clone(), f.files.clone(), rows, 2, Utc::now(), deadline);
+    let mut ws = Workspace::new(
+        t.clone(),
+        f.files.clone(),
+        rows,
+        2,
+        Utc::now(),
+        deadline,
+        journal(&f, &t),
+    );
     assert!(matches!(
         ws.update("s1", doc("a")).await.expect("io"),
         Err(Refusal::Cap(_))
@@ -442,6 +464,14 @@ async fn the_workspace_enforces_the_cap_and_the_folder() {
         .expect("update after the merge");
 
     // Past the deadline the workspace writes nothing more.
-    let mut late = Workspace::new(t, f.files.clone(), Vec::new(), 4, Utc::now(), std::time::Instant::now());
+    let mut late = Workspace::new(
+        t.clone(),
+        f.files.clone(),
+        Vec::new(),
+        4,
+        Utc::now(),
+        std::time::Instant::now(),
+        journal(&f, &t),
+    );
     assert!(late.create(doc("late")).await.is_err());
 }
