@@ -105,6 +105,9 @@ pub const SCENE_RUN_SECONDS: &str = "sediment_scene_run_seconds";
 pub const SCENE_EDITS: &str = "sediment_scene_edits_total";
 /// Scene runs rolled back to their snapshot (failed, destroyed core content, or died mid-edit).
 pub const SCENE_ROLLBACKS: &str = "sediment_scene_rollbacks_total";
+/// Owners whose memories had no scene run scheduled (the timer update after their batch
+/// failed), found and scheduled by the scene sweep.
+pub const SCENE_TIMER_REPAIRS: &str = "sediment_scene_timer_repairs_total";
 /// File-store writes per committed scene run.
 pub const SCENE_RUN_WRITES: &str = "sediment_scene_run_writes";
 /// L3 persona builds by `trigger` and `result`.
@@ -187,6 +190,10 @@ pub fn describe() {
     describe_counter!(SCENE_EDITS, "L2 scene changes committed, by operation");
     describe_counter!(SCENE_ROLLBACKS, "L2 scene runs rolled back to their snapshot");
     describe_histogram!(SCENE_RUN_WRITES, "file-store writes per committed scene run");
+    describe_counter!(
+        SCENE_TIMER_REPAIRS,
+        "owners whose memories had no scene run scheduled, scheduled by the sweep"
+    );
     describe_counter!(PERSONA_BUILDS, "L3 persona builds by trigger and result");
     describe_histogram!(PERSONA_BUILD_SECONDS, Unit::Seconds, "L3 persona build latency");
 }

@@ -217,6 +217,19 @@ impl EdgeIndex {
         self.blocking(Inner::optimize).await
     }
 
+    /// The shard's segment count, points and indexed vectors, for benchmarks.
+    #[cfg(feature = "testing")]
+    pub fn shard_summary(&self) -> String {
+        let info = self.inner.shard().info();
+        format!(
+            "{} segments, {} points, {} indexed vectors, optimizing: {}",
+            info.segments_count,
+            info.points_count,
+            info.indexed_vectors_count,
+            self.inner.optimizing.load(Ordering::Acquire)
+        )
+    }
+
     /// Returns how many optimizer runs (background or explicit) changed segments since `open`.
     pub fn optimizations(&self) -> u64 {
         self.inner.optimizations.load(Ordering::Acquire)

@@ -591,8 +591,16 @@ impl SceneRunner {
         }
     }
 
-    /// The safety net: runs every owner whose timer is due (a wake-up may have been lost).
+    /// The safety net: schedules owners whose memories have no run scheduled (the timer update
+    /// after their batch failed), then runs every owner whose timer is due (a wake-up may
+    /// have been lost).
     pub async fn sweep(&self) -> Result<usize, SceneError> {
+        let clock = self.clock();
+        for tenant in self.scenes.unscheduled_scene_owners(Utc::now(), SWEEP_PAGE).await? {
+            tracing::warn!(team = %tenant.team, agent = %tenant.agent, user = %tenant.user, "memories without a scheduled scene run; scheduling one");
+            ::metrics::counter!(metrics::SCENE_TIMER_REPAIRS).increment(1);
+            clock.on_l1_batch(&tenant).await?;
+        }
         let mut runs = 0;
         for tenant in self.scenes.due_scene_owners(Utc::now(), SWEEP_PAGE).await? {
             match self.run(&tenant).await {

@@ -196,6 +196,11 @@ pub trait SceneStore: Send + Sync + 'static {
     /// Owners whose scene run is due at `now` and whose scene lease is free, earliest first.
     async fn due_scene_owners(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<Tenant>>;
 
+    /// Owners with an L1 batch newer than their last scene run but no run scheduled, whose
+    /// lease is free: the timer update after that batch failed (every memory commit records
+    /// `last_l1_at` itself, in its transaction). The scene sweep schedules them.
+    async fn unscheduled_scene_owners(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<Tenant>>;
+
     /// Takes the owner's scene lease until `now + lease` unless a live one is held; `None`
     /// when it is. Of concurrent claims at most one succeeds. The lease's `abandoned` is the
     /// token this claim displaced: an expired lease that was neither committed nor released

@@ -104,6 +104,22 @@ fn tenant() -> Tenant {
 
 /// Stores one memory of `tenant` (through a session of its own) and makes the scene run due.
 async fn add_memory(store: &dyn Stores, tenant: &Tenant, content: &str, category: Category, scene: &str) -> Memory {
+    let memory = commit_memory(store, tenant, content, category, scene).await;
+    let now = memory.created_at;
+    store
+        .update_scene_schedule(tenant, &move |s| SceneSchedule {
+            due_at: Some(now),
+            last_l1_at: Some(now),
+            ..s
+        })
+        .await
+        .expect("make the run due");
+    memory
+}
+
+/// Stores one memory of `tenant` through a session of its own, as an L1 batch commits it, and
+/// nothing else (as if moving the scene timer afterwards had failed).
+async fn commit_memory(store: &dyn Stores, tenant: &Tenant, content: &str, category: Category, scene: &str) -> Memory {
     let session = SessionId::parse(&format!("s-{}", Uuid::new_v4().simple())).expect("session");
     let turn = NewTurn::new("user", content, None, None, None).expect("turn");
     TranscriptStore::append(store, tenant, &session, &[turn])
@@ -141,14 +157,6 @@ async fn add_memory(store: &dyn Stores, tenant: &Tenant, content: &str, category
         })
         .await
         .expect("commit memory");
-    store
-        .update_scene_schedule(tenant, &move |s| SceneSchedule {
-            due_at: Some(now),
-            last_l1_at: Some(now),
-            ..s
-        })
-        .await
-        .expect("make the run due");
     memory
 }
 
@@ -474,4 +482,50 @@ async fn the_workspace_enforces_the_cap_and_the_folder() {
         journal(&f, &t),
     );
     assert!(late.create(doc("late")).await.is_err());
+}
+
+async fn lost_timer_update_is_repaired(f: Fixture) {
+    let t = tenant();
+    commit_memory(
+        &*f.store,
+        &t,
+        "实例 A 在 02:10 出现慢查询",
+        Category::Episodic,
+        "慢查询",
+    )
+    .await;
+    let schedule = f.store.scene_schedule(&t).await.expect("schedule");
+    assert!(schedule.last_l1_at.is_some(), "the batch marks the owner: {schedule:?}");
+    assert_eq!(schedule.due_at, None);
+    let runner = f.runner(Arc::new(RulesSceneEditor), settings());
+    // A sweep finds the owner and schedules a run (due 1 ms later); that sweep or the next
+    // one runs it.
+    let mut runs = 0;
+    for _ in 0..5 {
+        runs += runner.sweep().await.expect("sweep");
+        if runs > 0 {
+            break;
+        }
+        assert!(f.store.scene_schedule(&t).await.expect("schedule").due_at.is_some());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(runs, 1);
+    assert_eq!(documents(&f, &t).await.len(), 1);
+    // Done: nothing unscheduled is left for this owner.
+    let left = f
+        .store
+        .unscheduled_scene_owners(Utc::now(), 1000)
+        .await
+        .expect("unscheduled");
+    assert!(!left.contains(&t), "{left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memories_whose_timer_update_was_lost_get_a_scene_run_sqlite() {
+    lost_timer_update_is_repaired(Fixture::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memories_whose_timer_update_was_lost_get_a_scene_run_postgres() {
+    lost_timer_update_is_repaired(Fixture::postgres().await).await;
 }

@@ -35,6 +35,12 @@ mod sql {
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (id) DO NOTHING";
     pub const ENQUEUE: &str = "INSERT INTO memory_index_outbox (memory_id, team_id, agent_id, user_id) \
          VALUES ($1, $2, $3, $4)";
+    /// The owner's scene timer learns of the batch in the batch's own transaction, so the
+    /// scene sweep finds the owner even if moving the timer afterwards fails.
+    pub const MARK_L1: &str = "INSERT INTO scene_schedule (team_id, agent_id, user_id, last_l1_at) \
+         VALUES ($1, $2, $3, $4) ON CONFLICT (team_id, agent_id, user_id) DO UPDATE \
+         SET last_l1_at = GREATEST(COALESCE(scene_schedule.last_l1_at, EXCLUDED.last_l1_at), EXCLUDED.last_l1_at), \
+         updated_at = now()";
     pub const BUMP_SCHEDULE: &str = "INSERT INTO extract_schedule (session_id, runs, idle_due_at, updated_at) \
          VALUES ($1, 1, NULL, now()) ON CONFLICT (session_id) DO UPDATE \
          SET runs = extract_schedule.runs + 1, idle_due_at = NULL, updated_at = now()";
@@ -235,6 +241,12 @@ impl MemoryStore for PostgresStore {
             .map_err(pg_error)?;
         let bump = tx.prepare_cached(sql::BUMP_SCHEDULE).await.map_err(pg_error)?;
         tx.execute(&bump, &[&commit.session_id]).await.map_err(pg_error)?;
+        if !commit.memories.is_empty() {
+            let mark = tx.prepare_cached(sql::MARK_L1).await.map_err(pg_error)?;
+            tx.execute(&mark, &[&t.team, &t.agent, &t.user, &commit.now])
+                .await
+                .map_err(pg_error)?;
+        }
         tx.commit().await.map_err(pg_error)?;
         Ok(CommitOutcome::Committed)
     }

@@ -36,6 +36,7 @@ mod sql {
     pub const SCHEDULE_SET: &str = include_str!("queries/scene_schedule_set.sql");
     pub const RUN_FINISH: &str = include_str!("queries/scene_run_finish.sql");
     pub const DUE: &str = include_str!("queries/scene_due.sql");
+    pub const UNSCHEDULED: &str = include_str!("queries/scene_unscheduled.sql");
     pub const SCENE_TAKE_LEASE: &str = include_str!("queries/scene_take_lease.sql");
     pub const SCENE_RELEASE: &str = include_str!("queries/scene_release.sql");
     pub const PERSONA_GET: &str = include_str!("queries/persona_get.sql");
@@ -120,6 +121,18 @@ impl SceneStore for PostgresStore {
         let now = truncate_to_micros(now);
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql::DUE).await.map_err(pg_error)?;
+        let rows = client
+            .query(&stmt, &[&now, &i64::from(limit)])
+            .await
+            .map_err(pg_error)?;
+        rows.iter().map(tenant_of).collect()
+    }
+
+    #[instrument(skip_all)]
+    async fn unscheduled_scene_owners(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<Tenant>> {
+        let now = truncate_to_micros(now);
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::UNSCHEDULED).await.map_err(pg_error)?;
         let rows = client
             .query(&stmt, &[&now, &i64::from(limit)])
             .await

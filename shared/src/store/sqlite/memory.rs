@@ -33,6 +33,12 @@ mod sql {
          ON CONFLICT (id) DO NOTHING";
     pub const ENQUEUE: &str = "INSERT INTO memory_index_outbox (memory_id, team_id, agent_id, user_id, enqueued_at) \
          VALUES (?1, ?2, ?3, ?4, ?5)";
+    /// The owner's scene timer learns of the batch in the batch's own transaction, so the
+    /// scene sweep finds the owner even if moving the timer afterwards fails.
+    pub const MARK_L1: &str = "INSERT INTO scene_schedule (team_id, agent_id, user_id, last_l1_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (team_id, agent_id, user_id) DO UPDATE \
+         SET last_l1_at = MAX(COALESCE(scene_schedule.last_l1_at, excluded.last_l1_at), excluded.last_l1_at), \
+         updated_at = excluded.updated_at";
     pub const BUMP_SCHEDULE: &str = "INSERT INTO extract_schedule (session_id, runs, idle_due_at, updated_at) \
          VALUES (?1, 1, NULL, ?2) ON CONFLICT (session_id) DO UPDATE \
          SET runs = extract_schedule.runs + 1, idle_due_at = NULL, updated_at = excluded.updated_at";
@@ -226,6 +232,10 @@ fn commit_batch(conn: &mut Connection, commit: &BatchCommit) -> Outcome<CommitOu
     ])?;
     tx.prepare_cached(sql::BUMP_SCHEDULE)?
         .execute(params![commit.session_id, now])?;
+    if !commit.memories.is_empty() {
+        tx.prepare_cached(sql::MARK_L1)?
+            .execute(params![t.team, t.agent, t.user, now])?;
+    }
     tx.commit()?;
     Ok(CommitOutcome::Committed)
 }

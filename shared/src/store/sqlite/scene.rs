@@ -58,6 +58,11 @@ mod sql {
     pub const DUE: &str = "SELECT team_id, agent_id, user_id FROM scene_schedule \
          WHERE due_at IS NOT NULL AND due_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1) \
          ORDER BY due_at, team_id, agent_id, user_id LIMIT ?2";
+    pub const UNSCHEDULED: &str = "SELECT team_id, agent_id, user_id FROM scene_schedule \
+         WHERE due_at IS NULL AND last_l1_at IS NOT NULL \
+         AND (last_run_at IS NULL OR last_l1_at > last_run_at) \
+         AND (lease_until IS NULL OR lease_until <= ?1) \
+         ORDER BY last_l1_at, team_id, agent_id, user_id LIMIT ?2";
     pub const SCENE_LEASE: &str = "SELECT lease_token, lease_until FROM scene_schedule \
          WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3";
     pub const PERSONA_LEASE: &str = "SELECT lease_token, lease_until FROM personas \
@@ -174,6 +179,20 @@ impl SceneStore for SqliteStore {
     async fn due_scene_owners(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<Tenant>> {
         self.run(move |conn| {
             let mut stmt = conn.prepare_cached(sql::DUE)?;
+            let mut rows = stmt.query(params![micros(now), i64::from(limit)])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                out.push(tenant_of(row)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    #[instrument(skip_all)]
+    async fn unscheduled_scene_owners(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<Tenant>> {
+        self.run(move |conn| {
+            let mut stmt = conn.prepare_cached(sql::UNSCHEDULED)?;
             let mut rows = stmt.query(params![micros(now), i64::from(limit)])?;
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
