@@ -1,14 +1,15 @@
 //! Text helpers shared by the scene and persona rules: single-line cleanup, normalization for
 //! dedup, and token sets for similarity over mixed Chinese and English.
 //!
-//! The tokenization is the L1 rules engine's (`memory::rules::text`): lowercase words for Latin
-//! script, character bigrams for CJK runs. That module is private to the L1 rules, so the few
-//! lines live here too; in addition this one drops function words, because L2 compares a short
-//! memory with a whole scene document, where "the", "to" and "我们" would match anything.
+//! Normalization and tokenization are the L1 rules engine's (`memory::rules::text`): lowercase
+//! words for Latin script, character bigrams for CJK runs. On top of them this module drops
+//! function words, because L2 compares a short memory with a whole scene document, where
+//! "the", "to" and "我们" would match anything.
 
 use std::collections::BTreeSet;
 
-use crate::memory::junk::fold_width;
+use crate::memory::rules::text as l1;
+pub(crate) use crate::memory::rules::text::{is_cjk, normalize};
 
 /// A token set; ordered, so that everything computed from it is deterministic.
 pub(crate) type Tokens = BTreeSet<String>;
@@ -18,20 +19,6 @@ pub(crate) type Tokens = BTreeSet<String>;
 /// the same text.
 pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Lowercase letters and digits only, full-width folded: texts that differ only in case,
-/// spacing or punctuation compare equal (the dedup key of a bullet or a scene name).
-pub(crate) fn normalize(text: &str) -> String {
-    text.chars()
-        .map(fold_width)
-        .filter(|c| c.is_alphanumeric())
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
-pub(crate) fn is_cjk(c: char) -> bool {
-    matches!(c, '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}')
 }
 
 /// English function words: present in nearly every text, so they carry no topic.
@@ -53,45 +40,10 @@ fn is_stopword(token: &str) -> bool {
     STOPWORDS_EN.contains(&token) || STOPWORDS_ZH.contains(&token)
 }
 
-/// Topic tokens of a text: lowercase words for Latin script and character bigrams for CJK runs
-/// (a lone CJK character is its own token), function words dropped.
+/// Topic tokens of a text: the L1 tokens (lowercase words for Latin script, character bigrams
+/// for CJK runs, a lone CJK character its own token), function words dropped.
 pub(crate) fn tokens(text: &str) -> Tokens {
-    let mut out = Tokens::new();
-    let mut word = String::new();
-    let mut cjk: Vec<char> = Vec::new();
-    for c in text.chars().map(fold_width).flat_map(char::to_lowercase) {
-        if is_cjk(c) {
-            flush_word(&mut word, &mut out);
-            cjk.push(c);
-        } else if c.is_alphanumeric() {
-            flush_cjk(&mut cjk, &mut out);
-            word.push(c);
-        } else {
-            flush_cjk(&mut cjk, &mut out);
-            flush_word(&mut word, &mut out);
-        }
-    }
-    flush_cjk(&mut cjk, &mut out);
-    flush_word(&mut word, &mut out);
-    out.retain(|t| !is_stopword(t));
-    out
-}
-
-fn flush_word(word: &mut String, out: &mut Tokens) {
-    if !word.is_empty() {
-        out.insert(std::mem::take(word));
-    }
-}
-
-fn flush_cjk(cjk: &mut Vec<char>, out: &mut Tokens) {
-    match cjk.as_slice() {
-        [] => {}
-        [single] => {
-            out.insert(single.to_string());
-        }
-        run => out.extend(run.windows(2).map(|pair| pair.iter().collect::<String>())),
-    }
-    cjk.clear();
+    l1::tokens(text).into_iter().filter(|t| !is_stopword(t)).collect()
 }
 
 /// |a ∩ b| / |a ∪ b|; 0 when both are empty.

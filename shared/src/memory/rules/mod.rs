@@ -40,7 +40,7 @@ mod dates;
 mod judge;
 mod patterns;
 mod sentences;
-mod text;
+pub(crate) mod text;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;

@@ -13,6 +13,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::text::is_cjk;
+
 /// Shortest sentence kept, in letters and digits: "我是DBA" has 5.
 const MIN_ALNUM: usize = 3;
 /// Longest sentence kept, in characters. Longer runs without a sentence end are pasted text
@@ -108,10 +110,6 @@ fn is_terminator(c: char) -> bool {
 
 fn is_closer(c: char) -> bool {
     matches!(c, '"' | '\'' | '”' | '’' | ')' | '）' | ']' | '】' | '」' | '』' | '》')
-}
-
-fn is_cjk(c: char) -> bool {
-    matches!(c, '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}')
 }
 
 /// Whether the `.` at `chars[i]` ends a sentence.
