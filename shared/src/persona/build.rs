@@ -303,6 +303,9 @@ impl PersonaBuilder {
             _ => None,
         };
         let watermark = row.and_then(|r| r.scene_watermark);
+        // Read again under the lease: a scene run that committed after `check` listed the scenes
+        // signalled before this claim, so this build's commit clears that signal; its scene
+        // must therefore be in this build.
         let rows = self.scenes.scenes(tenant, false).await?;
         let scene_count = rows.len();
         let newest: Option<DateTime<Utc>> = rows.iter().map(|r| r.updated_at).max();
