@@ -9,6 +9,9 @@ pub const HTTP_LATENCY: &str = "sediment_http_request_duration_seconds";
 pub const TURNS_INGESTED: &str = "sediment_turns_ingested_total";
 /// Events published by `routing_key` and `result` (`ok` or `error`).
 pub const EVENTS_PUBLISHED: &str = "sediment_events_published_total";
+/// Events merged into one already waiting to be published (one wake-up covers both), by
+/// `routing_key`.
+pub const EVENTS_COALESCED: &str = "sediment_events_coalesced_total";
 /// Deliveries consumed by `worker` and `outcome` (`ack`, `retry`, `reject`).
 pub const EVENTS_CONSUMED: &str = "sediment_events_consumed_total";
 /// Ready messages in a worker kind's queue, by `queue` (the kind), as last sampled.
@@ -25,6 +28,14 @@ pub const INDEX_LAG_TURNS: &str = "sediment_index_lag_turns";
 pub const INDEX_LAG_SESSIONS: &str = "sediment_index_lag_sessions";
 /// Seconds from a turn's commit to its indexing.
 pub const INDEX_DELAY: &str = "sediment_index_delay_seconds";
+/// Search-index optimizer runs (Qdrant Edge) by `result`: `changed`, `unchanged` or `failed`.
+pub const INDEX_OPTIMIZER_RUNS: &str = "sediment_index_optimizer_runs_total";
+/// Search-index optimizer run latency in seconds.
+pub const INDEX_OPTIMIZER_SECONDS: &str = "sediment_index_optimizer_seconds";
+/// 1 while a search-index optimizer run is in progress, else 0.
+pub const INDEX_OPTIMIZING: &str = "sediment_index_optimizing";
+/// Segments in the search index (Qdrant Edge), as of the last optimizer run.
+pub const INDEX_SEGMENTS: &str = "sediment_index_segments";
 /// Turns found by backlog sweeps rather than by events (a lost or late event).
 pub const SWEEP_RECOVERED: &str = "sediment_sweep_recovered_turns_total";
 /// Handler runs that panicked.
@@ -125,6 +136,10 @@ pub fn describe() {
         EVENTS_PUBLISHED,
         "events published to the bus by routing key and result"
     );
+    describe_counter!(
+        EVENTS_COALESCED,
+        "events merged into one already waiting to be published, by routing key"
+    );
     describe_counter!(EVENTS_CONSUMED, "deliveries consumed by worker and outcome");
     describe_gauge!(QUEUE_DEPTH, "ready messages in a worker queue, by queue");
     describe_gauge!(PARKED_MESSAGES, "parked messages waiting for a human, by queue");
@@ -133,6 +148,14 @@ pub fn describe() {
     describe_gauge!(INDEX_LAG_TURNS, "turns stored but not yet indexed");
     describe_gauge!(INDEX_LAG_SESSIONS, "sessions with unindexed turns");
     describe_histogram!(INDEX_DELAY, Unit::Seconds, "time from a turn's commit to its indexing");
+    describe_counter!(INDEX_OPTIMIZER_RUNS, "search index optimizer runs by result");
+    describe_histogram!(
+        INDEX_OPTIMIZER_SECONDS,
+        Unit::Seconds,
+        "search index optimizer run latency"
+    );
+    describe_gauge!(INDEX_OPTIMIZING, "1 while a search index optimizer run is in progress");
+    describe_gauge!(INDEX_SEGMENTS, "segments in the search index");
     describe_counter!(SWEEP_RECOVERED, "turns indexed by a backlog sweep instead of an event");
     describe_counter!(HANDLER_PANICS, "handler runs that panicked");
     describe_counter!(SEARCHES, "conversation searches by strategy and result");
@@ -226,6 +249,12 @@ pub fn prometheus() -> metrics_exporter_prometheus::PrometheusHandle {
                 .expect("static bucket list is not empty")
                 .set_buckets_for_metric(
                     metrics_exporter_prometheus::Matcher::Full(PERSONA_BUILD_SECONDS.to_owned()),
+                    &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0],
+                )
+                .expect("static bucket list is not empty")
+                // An optimizer run rebuilds a segment's HNSW graph: seconds, not milliseconds.
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(INDEX_OPTIMIZER_SECONDS.to_owned()),
                     &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0],
                 )
                 .expect("static bucket list is not empty")

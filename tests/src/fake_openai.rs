@@ -178,6 +178,7 @@ struct Shared {
     responder: Mutex<Option<ChatResponder>>,
     down: AtomicBool,
     shuffle: AtomicBool,
+    dense: AtomicBool,
     served: AtomicU64,
     latency_micros: AtomicU64,
     completions: AtomicU64,
@@ -213,6 +214,7 @@ impl FakeOpenAi {
             responder: Mutex::default(),
             down: AtomicBool::new(false),
             shuffle: AtomicBool::new(false),
+            dense: AtomicBool::new(false),
             served: AtomicU64::new(0),
             latency_micros: AtomicU64::new(0),
             completions: AtomicU64::new(0),
@@ -309,6 +311,12 @@ impl FakeOpenAi {
         self.shared.shuffle.store(shuffle, Ordering::SeqCst);
     }
 
+    /// While on, embeddings come from [`embed_text_dense`] instead of [`embed_text`]: every
+    /// dimension is used, as with a real model, which is what index benchmarks need.
+    pub fn set_dense(&self, dense: bool) {
+        self.shared.dense.store(dense, Ordering::SeqCst);
+    }
+
     /// Stops the server for good and waits until its port refuses connections.
     pub async fn stop(&self) {
         self.stop.cancel();
@@ -349,6 +357,37 @@ pub fn embed_text(text: &str, dimension: usize) -> Vec<f32> {
         vector[bucket] += 1.0;
     }
     let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+    for x in &mut vector {
+        *x /= norm;
+    }
+    vector
+}
+
+/// A dense variant of [`embed_text`]: each token is a fixed pseudo-random direction (seeded by
+/// its hash, components uniform in [-1, 1]) and a text is the L2-normalised sum of its tokens'.
+/// Texts sharing tokens are close, and unrelated texts have small but non-zero cosines, so an
+/// HNSW graph over these vectors behaves as over a real model's, unlike over the hashed counts
+/// (a dozen non-zero dimensions, most pairs exactly orthogonal).
+pub fn embed_text_dense(text: &str, dimension: usize) -> Vec<f32> {
+    let mut vector = vec![0f32; dimension];
+    if dimension == 0 {
+        return vector;
+    }
+    let mut tokens = tokens(text);
+    if tokens.is_empty() {
+        tokens.push(String::new());
+    }
+    for token in &tokens {
+        let mut state = fnv1a(token.as_bytes()) | 1;
+        for x in &mut vector {
+            // xorshift64: deterministic across processes, like the hash.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *x += (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+        }
+    }
+    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
     for x in &mut vector {
         *x /= norm;
     }
@@ -520,7 +559,12 @@ async fn embeddings(State(shared): State<Arc<Shared>>, headers: HeaderMap, body:
     let mut data: Vec<Value> = (0..count)
         .map(|i| {
             let text = inputs.get(i).or(inputs.last()).map_or("", String::as_str);
-            json!({"object": "embedding", "index": i, "embedding": embed_text(text, dimension)})
+            let embedding = if shared.dense.load(Ordering::SeqCst) {
+                embed_text_dense(text, dimension)
+            } else {
+                embed_text(text, dimension)
+            };
+            json!({"object": "embedding", "index": i, "embedding": embedding})
         })
         .collect();
     if shared.shuffle.load(Ordering::SeqCst) {
@@ -626,6 +670,25 @@ mod tests {
             assert_eq!(v, embed_text(text, 64));
         }
         assert!(embed_text("anything", 0).is_empty());
+    }
+
+    #[test]
+    fn dense_embeddings_use_every_dimension_and_keep_similarity() {
+        let query = embed_text_dense("postgres migration failed", 384);
+        assert_eq!(query, embed_text_dense("postgres migration failed", 384));
+        assert!((cosine(&query, &query) - 1.0).abs() < 1e-5);
+        assert!(
+            query.iter().filter(|x| **x == 0.0).count() < 4,
+            "dense, not hashed counts"
+        );
+        let near = embed_text_dense("The Postgres migration failed at step 3", 384);
+        let far = embed_text_dense("lunch with the team on friday", 384);
+        assert!(cosine(&query, &near) > cosine(&query, &far) + 0.3);
+        assert!(
+            cosine(&query, &far) != 0.0,
+            "unrelated texts are not exactly orthogonal"
+        );
+        assert!(embed_text_dense("anything", 0).is_empty());
     }
 
     #[test]

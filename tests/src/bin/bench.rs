@@ -9,11 +9,13 @@
 //! its own session for `SECONDS`; reports request latency p50/p99 and turns/s, then the time
 //! until the index caught up (index lag). Search: loads `SEARCH_TURNS` turns into one tenant
 //! and times `SEARCH_QUERIES` queries. With `BENCH_NO_WORKER=1` no index worker runs: ingest
-//! alone, as when workers run on other machines (run `ingest` only then).
+//! alone, as when workers run on other machines (run `ingest` only then). L1 extraction is
+//! off unless `BENCH_WITH_EXTRACT=1`: these numbers are for the L0 path.
 //!
 //! Recall (`recall`): loads 10k, then 100k turns into one tenant with dense vectors from the
-//! scripted embeddings endpoint (384 dimensions, as all-MiniLM-L6-v2; cheap to compute, so the
-//! load measures the index) and times `POST /v1/recall` per strategy. `keyword` involves no
+//! scripted embeddings endpoint (384 dimensions, as all-MiniLM-L6-v2, every dimension used;
+//! cheap to compute, so the load measures the index), waits until the index optimizer is idle
+//! and times `POST /v1/recall` per strategy. `keyword` involves no
 //! embedding; `semantic` and `hybrid` include one round trip to the local fake endpoint (a
 //! fraction of a millisecond). The local model's own query time is measured by `bench_embed`.
 //! `BENCH_RECALL_ITEMS=10000` stops after 10k turns.
@@ -97,6 +99,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// evenly over the clients: latency is the service time at that load).
 async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
     let t = tenant();
+    let delays_before = index_delay_buckets(app).await;
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..clients {
@@ -146,8 +149,16 @@ async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
         app.wait_indexed(Duration::from_secs(600)).await;
     }
     let catch_up = ingest_end.elapsed();
+    let delays: Vec<(f64, f64)> = index_delay_buckets(app)
+        .await
+        .into_iter()
+        .map(|(le, after)| {
+            let before = delays_before.iter().find(|(l, _)| *l == le).map_or(0.0, |(_, c)| *c);
+            (le, after - before)
+        })
+        .collect();
     println!(
-        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0} | index lag at end={lag_at_end} turns, caught up {:.2}s later",
+        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s",
         app.mode,
         rate.map(|r| format!("paced at {r:.0} turns/s")).unwrap_or_else(|| "closed loop".into()),
         latencies.len(),
@@ -155,7 +166,58 @@ async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
         percentile(&latencies, 0.99).as_secs_f64() * 1e3,
         turns as f64 / SECONDS as f64,
         catch_up.as_secs_f64(),
+        histogram_quantile(&delays, 0.50),
+        histogram_quantile(&delays, 0.99),
     );
+}
+
+/// The cumulative buckets `(le, count)` of `sediment_index_delay_seconds` (commit to indexed,
+/// per turn) from the API's `/metrics`, `+Inf` last.
+async fn index_delay_buckets(app: &TestApp) -> Vec<(f64, f64)> {
+    let body = reqwest::get(app.url("/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    let mut buckets: Vec<(f64, f64)> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("sediment_index_delay_seconds_bucket{le=\""))
+        .filter_map(|rest| {
+            let (le, count) = rest.split_once("\"} ")?;
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            Some((le, count.trim().parse().ok()?))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if buckets.is_empty() {
+        // Nothing indexed yet in this process: the series does not exist.
+        buckets.push((f64::INFINITY, 0.0));
+    }
+    buckets
+}
+
+/// Prometheus' `histogram_quantile`: linear interpolation inside the bucket holding rank `q`.
+fn histogram_quantile(buckets: &[(f64, f64)], q: f64) -> f64 {
+    let Some(&(_, total)) = buckets.last() else {
+        return f64::NAN;
+    };
+    if total <= 0.0 {
+        return f64::NAN;
+    }
+    let rank = q * total;
+    let mut lower = (0.0, 0.0);
+    for &(le, count) in buckets {
+        if count >= rank {
+            if le.is_infinite() {
+                return lower.0;
+            }
+            let within = (rank - lower.1) / (count - lower.1).max(f64::MIN_POSITIVE);
+            return lower.0 + (le - lower.0) * within;
+        }
+        lower = (le, count);
+    }
+    lower.0
 }
 
 async fn search(app: &TestApp) {
@@ -210,6 +272,28 @@ async fn load(app: &TestApp, t: &shared::domain::Tenant, from: usize, to: usize)
         app.mode,
         started.elapsed().as_secs_f64()
     );
+    let waited = Instant::now();
+    while optimizer_running(app).await {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "{:?} index optimizer idle {:.1}s later",
+        app.mode,
+        waited.elapsed().as_secs_f64()
+    );
+}
+
+/// Whether the API's `/metrics` says a search-index optimizer run is in progress. Recall is
+/// timed in the steady state, as a serving index spends most of its time; `bench_dense` times
+/// queries during optimizer runs.
+async fn optimizer_running(app: &TestApp) -> bool {
+    let body = reqwest::get(app.url("/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    body.lines().any(|line| line.trim() == "sediment_index_optimizing 1")
 }
 
 async fn recall(app: &TestApp) {
@@ -258,11 +342,18 @@ async fn main() {
     let no_worker = std::env::var("BENCH_NO_WORKER").is_ok_and(|v| v == "1");
     // Recall needs dense vectors: the scripted endpoint gives them at no real cost.
     let fake = if what == "recall" {
-        Some(FakeOpenAi::start(384).await)
+        let fake = FakeOpenAi::start(384).await;
+        fake.set_dense(true);
+        Some(fake)
     } else {
         None
     };
     let mut env = vec![("WORKER_SWEEP_INTERVAL_MS", "1000".to_owned())];
+    // The L0 path alone: L1 extraction (and the layers above it) would share the two cores.
+    // `BENCH_WITH_EXTRACT=1` keeps it on.
+    if !std::env::var("BENCH_WITH_EXTRACT").is_ok_and(|v| v == "1") {
+        env.push(("EXTRACT", "false".to_owned()));
+    }
     if let Some(fake) = &fake {
         env.push(("EMBEDDING", "openai".to_owned()));
         env.push(("EMBEDDING_URL", fake.base_url()));

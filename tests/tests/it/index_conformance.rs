@@ -207,6 +207,43 @@ async fn edge_optimizes_in_the_background_and_loses_nothing() {
     assert_all_searchable(&index, &tenant, &points).await;
 }
 
+/// A shard made with other optimizer settings (an older version's, here the small test ones)
+/// takes this version's on open: the segment cap and the HNSW build threads, kept in its
+/// config file. Its points stay searchable, and the next optimizer run follows the new cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_adopts_the_current_optimizer_settings_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = unique_tenant();
+    let points = bulk_points(&tenant, 200);
+    let index = open_small(&dir);
+    index.upsert(&points).await.unwrap();
+    drop(index);
+    let config = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.path().join("edge_config.json")).unwrap()).unwrap()
+    };
+    assert_eq!(config()["optimizers"]["max_segment_size"], 400, "{}", config());
+
+    let index = open(&dir);
+    assert!(!index.created());
+    let saved = config();
+    assert_eq!(
+        saved["optimizers"]["max_segment_size"],
+        shared::index::DEFAULT_MAX_SEGMENT_KB,
+        "{saved}"
+    );
+    assert_eq!(
+        saved["hnsw_config"]["max_indexing_threads"],
+        shared::index::index_build_threads(),
+        "{saved}"
+    );
+    assert!(
+        shared::index::index_build_threads() < std::thread::available_parallelism().unwrap().get().max(2),
+        "an HNSW build leaves cores for queries"
+    );
+    index.optimize().await.unwrap();
+    assert_all_searchable(&index, &tenant, &points).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_directory_is_exclusive() {
     let dir = tempfile::tempdir().unwrap();
