@@ -140,6 +140,7 @@ pub async fn start(
 
     let extract_in_process = backends.api_runs_index_worker && settings.extract.enabled;
     state.ops = Arc::new(routes::ops::Ops::new(settings.ops.clone(), probes, extract_in_process));
+    let wakeups = state.wakeups.clone();
     let app = routes::router(state);
 
     let http_shutdown = shutdown.clone();
@@ -149,6 +150,8 @@ pub async fn start(
             .with_graceful_shutdown(http_shutdown.cancelled_owned())
             .await
             .context("serve HTTP");
+        // No request can append any more: send the wake-ups still waiting.
+        wakeups.close().await;
         for worker in workers {
             worker.await.context("join an in-process worker")??;
         }

@@ -1,4 +1,5 @@
 use shared::backends::Backends;
+use shared::bus::wakeup::Wakeups;
 use shared::config::{Limits, RecallSettings};
 use shared::context::{ContextService, ContextSettings};
 use shared::memory::pipeline::MemoryIndexer;
@@ -19,11 +20,18 @@ pub struct AppState {
     /// Session context windows and compaction requests.
     pub context: ContextService,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// Publishes `turn.appended` after ingest, off the request path.
+    pub wakeups: Wakeups,
     /// The ops page's access rule and this process's workers; set once the workers started.
     pub ops: std::sync::Arc<crate::routes::ops::Ops>,
 }
 
+/// How long a wake-up publish waits for the broker's confirm. The turns are already committed;
+/// a late or failed publish only delays their processing until the next sweep.
+const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl AppState {
+    /// Starts the wake-up publisher, so it must run inside the Tokio runtime.
     pub fn new(backends: Backends, limits: Limits, recall_defaults: RecallSettings, context: ContextSettings) -> Self {
         let search = ConversationSearch::new(
             backends.store.clone(),
@@ -39,6 +47,7 @@ impl AppState {
         let recall = Recall::new(search.clone(), backends.memories.clone())
             .with_stable(StableSource::new(backends.scenes.clone(), backends.files.clone()));
         Self {
+            wakeups: Wakeups::start(backends.bus.clone(), PUBLISH_TIMEOUT),
             memory_indexer,
             context: ContextService::from_backends(&backends, context),
             backends,

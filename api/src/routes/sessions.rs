@@ -1,25 +1,17 @@
 //! L0 transcript endpoints: append turns, read them back, reset a session's context.
 
-use std::time::Duration;
-
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use shared::bus::Event;
 use shared::domain::{AppendedTurn, NewTurn, SessionId, StoredTurn};
 use shared::metrics;
-use shared::runtime::error_chain;
 use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::extract::{tenant_from, AppJson, TenantHeaders};
 use crate::state::AppState;
-
-/// How long ingest waits for the broker to confirm the wake-up event. The turn is already
-/// committed; a late or failed publish only delays indexing until the next sweep.
-const PUBLISH_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,24 +77,10 @@ pub async fn append(
     let last_seq = appended.iter().map(|t| t.seq).max().unwrap_or(0);
     ::metrics::counter!(metrics::TURNS_INGESTED).increment(appended.len() as u64);
 
-    let event = Event::TurnAppended {
-        tenant,
-        session_id: session.as_str().to_owned(),
-        last_seq,
-    };
-    let result = match tokio::time::timeout(PUBLISH_TIMEOUT, state.backends.bus.publish(&event)).await {
-        Ok(Ok(())) => "ok",
-        Ok(Err(e)) => {
-            tracing::warn!(session = %session, error = %error_chain(&e), "failed to publish turn.appended; the sweep will index it");
-            "error"
-        }
-        Err(_) => {
-            tracing::warn!(session = %session, "publishing turn.appended timed out; the sweep will index it");
-            "timeout"
-        }
-    };
-    ::metrics::counter!(metrics::EVENTS_PUBLISHED, "routing_key" => event.routing_key(), "result" => result)
-        .increment(1);
+    // The turns are committed: the wake-up goes out in the background (see `bus::wakeup`).
+    state
+        .wakeups
+        .turn_appended(tenant, session.as_str().to_owned(), last_seq);
 
     Ok((StatusCode::CREATED, Json(AppendResponse { messages: appended })))
 }

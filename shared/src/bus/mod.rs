@@ -14,6 +14,7 @@ mod amqp;
 mod local;
 #[cfg(feature = "testing")]
 pub mod testsuite;
+pub mod wakeup;
 
 use std::time::Duration;
 

@@ -247,6 +247,12 @@ async fn deliveries_keep_the_context(bus: &dyn EventBus) {
     let subscriber =
         tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
     let _default = tracing::subscriber::set_default(subscriber);
+    // Other tests in this process hit the bus's span callsites on their own threads, under the
+    // global dispatcher only; a hit racing with the registration of this thread's dispatcher
+    // can leave a callsite's cached interest at "never" for it (tracing-core recomputes
+    // interest per callsite, not atomically with dispatcher registration). Recompute now that
+    // this dispatcher exists. A process with one global subscriber has no such race.
+    tracing::callsite::rebuild_interest_cache();
 
     let mut sub = bus.subscribe(WorkerKind::Index, 1).await.unwrap();
     let root = tracing::info_span!("test root");
