@@ -16,8 +16,17 @@
 //! for good, the turns are indexed for keyword search alone and
 //! `sediment_embedding_skipped_turns_total` counts them: a poison batch must not stop the
 //! session's indexing forever.
+//!
+//! # One run per session per process
+//! Under load a hot session gets a wake-up for almost every append, and a worker takes up to
+//! `prefetch` of them at once. Runs on one session would all read the same turns and index
+//! them again, so a second run arriving while one is in progress only marks the session dirty
+//! and returns; the running one goes round once more before it finishes. If that run fails,
+//! its own delivery is retried (or the sweep finds the turns), since the cursor has not moved.
+//! Across processes the worst case stays indexing a batch twice.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::Utc;
 
@@ -70,6 +79,29 @@ pub struct Indexer {
     index: Arc<dyn SearchIndex>,
     embedder: Option<Arc<dyn Embedder>>,
     batch_size: u32,
+    /// Sessions being indexed by this process, each with whether more turns may have arrived
+    /// since its run last read (see the module docs).
+    running: Arc<Mutex<HashMap<String, bool>>>,
+}
+
+/// Removes a session from `running` if its run ends early (an error, a cancelled task); a run
+/// that finishes removes it itself, in the same critical section as its last dirty check.
+struct RunGuard<'a> {
+    running: &'a Mutex<HashMap<String, bool>>,
+    session_id: &'a str,
+    armed: bool,
+}
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            lock(self.running).remove(self.session_id);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Indexer {
@@ -84,6 +116,7 @@ impl Indexer {
             index,
             embedder,
             batch_size: batch_size.max(1),
+            running: Arc::default(),
         }
     }
 
@@ -139,9 +172,43 @@ impl Indexer {
     }
 
     /// Indexes every turn of the session past the cursor and returns how many it indexed.
-    /// Safe to run concurrently with itself: the worst case is indexing a batch twice.
+    /// While another run on the session is in progress in this process, returns 0 at once and
+    /// leaves the turns to that run (see the module docs).
     #[tracing::instrument(skip(self), fields(turns = tracing::field::Empty))]
     pub async fn index_session(&self, session_id: &str) -> Result<usize, IndexerError> {
+        {
+            let mut running = lock(&self.running);
+            if let Some(dirty) = running.get_mut(session_id) {
+                *dirty = true;
+                return Ok(0);
+            }
+            running.insert(session_id.to_owned(), false);
+        }
+        let mut guard = RunGuard {
+            running: &self.running,
+            session_id,
+            armed: true,
+        };
+        let mut total = 0;
+        loop {
+            total += self.index_pending(session_id).await?;
+            let mut running = lock(&self.running);
+            match running.get_mut(session_id) {
+                Some(dirty) if *dirty => *dirty = false,
+                _ => {
+                    // Under the same lock as the check: a run arriving now starts afresh.
+                    running.remove(session_id);
+                    guard.armed = false;
+                    break;
+                }
+            }
+        }
+        tracing::Span::current().record("turns", total);
+        Ok(total)
+    }
+
+    /// Indexes the session's turns past the cursor, batch by batch, until none is left.
+    async fn index_pending(&self, session_id: &str) -> Result<usize, IndexerError> {
         let mut total = 0;
         loop {
             let (_cursor, turns) = self
@@ -177,7 +244,6 @@ impl Indexer {
                 break;
             }
         }
-        tracing::Span::current().record("turns", total);
         Ok(total)
     }
 
