@@ -51,11 +51,12 @@
 //! - The directory is held with an exclusive file lock while open: two processes (or two
 //!   `EdgeIndex`es) on one shard would corrupt it.
 
+use std::collections::HashMap;
 use std::fs::{File, TryLockError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -108,6 +109,40 @@ const FLUSH_CONTENDED: &str = "segment holder lock acquired";
 /// Retries of a contended flush (backing off 2 ms .. 64 ms, about 1 s in all).
 const FLUSH_ATTEMPTS: u32 = 20;
 
+/// Upserts queued by concurrent writers. One of them, the leader, applies everything queued
+/// as one update and one flush, and records each writer's outcome under its ticket.
+#[derive(Default)]
+struct Combiner {
+    queue: Vec<(u64, Vec<qdrant_edge::PointStructPersisted>)>,
+    next_ticket: u64,
+    leading: bool,
+    /// Outcomes not yet picked up: `None` for success, else whether it is retryable and why.
+    done: HashMap<u64, Option<(bool, String)>>,
+}
+
+/// Ends a leader's turn if its update panicked: fails the tickets it held and lets a waiting
+/// writer lead, rather than leaving them all waiting for an outcome that never comes.
+struct LeaderGuard<'a> {
+    inner: &'a Inner,
+    tickets: Vec<u64>,
+}
+
+impl Drop for LeaderGuard<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut combiner = lock(&self.inner.combiner);
+        for ticket in self.tickets.drain(..) {
+            combiner
+                .done
+                .insert(ticket, Some((true, "the edge update panicked".to_owned())));
+        }
+        combiner.leading = false;
+        self.inner.combined.notify_all();
+    }
+}
+
 /// The Qdrant Edge implementation of [`SearchIndex`].
 pub struct EdgeIndex {
     inner: Arc<Inner>,
@@ -129,6 +164,9 @@ struct Inner {
     /// The highest `written` value known durable. Held while flushing, so concurrent writers
     /// line up behind one flush and most find their update already covered (group commit).
     flushed: Mutex<u64>,
+    /// Upserts waiting to be applied as one update (see `Inner::upsert`), and its wake-up.
+    combiner: Mutex<Combiner>,
+    combined: Condvar,
     /// Held by each optimizer run.
     optimize_lock: Mutex<()>,
     optimize_every: usize,
@@ -224,6 +262,8 @@ impl EdgeIndex {
             write_gate: Mutex::new(()),
             written: AtomicU64::new(0),
             flushed: Mutex::new(0),
+            combiner: Mutex::default(),
+            combined: Condvar::new(),
             optimize_lock: Mutex::new(()),
             optimize_every,
             upserted_since_optimize: AtomicUsize::new(0),
@@ -251,6 +291,12 @@ impl EdgeIndex {
             info.indexed_vectors_count,
             self.inner.optimizing.load(Ordering::Acquire)
         )
+    }
+
+    /// Updates (upserts and deletes, after combining) applied since `open`, for tests.
+    #[cfg(feature = "testing")]
+    pub fn writes(&self) -> u64 {
+        self.inner.written.load(Ordering::Acquire)
     }
 
     /// Points in the shard, for benchmarks.
@@ -427,14 +473,53 @@ impl Inner {
         self.flush()
     }
 
+    /// Upserts and makes durable. Concurrent upserts are combined: whoever finds no leader
+    /// applies everything queued as one update and one flush, again until the queue is empty;
+    /// the others wait for their outcome. Under load (many sessions indexed at once, each with
+    /// a few turns) this turns many small writes into few large ones, where the per-write
+    /// cost of edge (its update and flush are serialized) would otherwise cap throughput.
     fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
+        // BM25 and payloads are computed here, by each writer, in parallel.
         let points = points
             .iter()
             .map(|point| self.point(point))
             .collect::<IndexResult<Vec<_>>>()?;
-        self.write(UpdateOperation::PointOperation(PointOperations::UpsertPoints(
-            PointInsertOperations::PointsList(points),
-        )))
+        let mut combiner = lock(&self.combiner);
+        let ticket = combiner.next_ticket;
+        combiner.next_ticket += 1;
+        combiner.queue.push((ticket, points));
+        while combiner.leading {
+            combiner = self.combined.wait(combiner).unwrap_or_else(PoisonError::into_inner);
+            if let Some(outcome) = combiner.done.remove(&ticket) {
+                return outcome_result(outcome);
+            }
+        }
+        combiner.leading = true;
+        loop {
+            let batch = std::mem::take(&mut combiner.queue);
+            if batch.is_empty() {
+                combiner.leading = false;
+                break;
+            }
+            drop(combiner);
+            let mut guard = LeaderGuard {
+                inner: self,
+                tickets: batch.iter().map(|(ticket, _)| *ticket).collect(),
+            };
+            let points: Vec<_> = batch.into_iter().flat_map(|(_, points)| points).collect();
+            let result = self.write(UpdateOperation::PointOperation(PointOperations::UpsertPoints(
+                PointInsertOperations::PointsList(points),
+            )));
+            let outcome = result.err().map(|e| (e.is_retryable(), error_chain(&e)));
+            combiner = lock(&self.combiner);
+            for ticket in guard.tickets.drain(..) {
+                combiner.done.insert(ticket, outcome.clone());
+            }
+            self.combined.notify_all();
+        }
+        let outcome = combiner.done.remove(&ticket).unwrap_or(None);
+        drop(combiner);
+        outcome_result(outcome)
     }
 
     fn point(&self, point: &IndexPoint) -> IndexResult<qdrant_edge::PointStructPersisted> {
@@ -606,6 +691,14 @@ impl SearchIndex for EdgeIndex {
     async fn ping(&self) -> IndexResult<()> {
         // The shard lives in this process and stays open as long as `self` does.
         Ok(())
+    }
+}
+
+fn outcome_result(outcome: Option<(bool, String)>) -> IndexResult<()> {
+    match outcome {
+        None => Ok(()),
+        Some((true, reason)) => Err(IndexError::Unavailable(reason.into())),
+        Some((false, reason)) => Err(IndexError::Backend(reason.into())),
     }
 }
 

@@ -354,6 +354,10 @@ async fn main() {
     if !std::env::var("BENCH_WITH_EXTRACT").is_ok_and(|v| v == "1") {
         env.push(("EXTRACT", "false".to_owned()));
     }
+    // For trying other optimizer cadences (`SEDIMENT_INDEX_OPTIMIZE_EVERY`).
+    if let Ok(every) = std::env::var("BENCH_OPTIMIZE_EVERY") {
+        env.push(("INDEX_OPTIMIZE_EVERY", every));
+    }
     if let Some(fake) = &fake {
         env.push(("EMBEDDING", "openai".to_owned()));
         env.push(("EMBEDDING_URL", fake.base_url()));

@@ -244,6 +244,38 @@ async fn edge_adopts_the_current_optimizer_settings_on_open() {
     assert_all_searchable(&index, &tenant, &points).await;
 }
 
+/// Concurrent upserts are combined into fewer edge updates, and every writer's points land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_combines_concurrent_upserts() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = std::sync::Arc::new(open(&dir));
+    let tenant = unique_tenant();
+    let points = bulk_points(&tenant, 32 * 10);
+    let mut writers = tokio::task::JoinSet::new();
+    for chunk in points.chunks(10) {
+        let (index, chunk) = (std::sync::Arc::clone(&index), chunk.to_vec());
+        writers.spawn(async move { index.upsert(&chunk).await });
+    }
+    while let Some(result) = writers.join_next().await {
+        result.unwrap().expect("every writer's upsert succeeds");
+    }
+    assert!(
+        index.writes() < 32,
+        "32 concurrent upserts took {} edge updates",
+        index.writes()
+    );
+    assert_eq!(
+        index.count(&tenant, shared::index::PointKind::Turn).await.unwrap(),
+        points.len() as u64
+    );
+    assert_all_searchable(&*index, &tenant, &points).await;
+    // Durable: a reopen has every point.
+    assert_eq!(std::sync::Arc::strong_count(&index), 1, "the writers let go");
+    drop(index);
+    let index = open(&dir);
+    assert_all_searchable(&index, &tenant, &points).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_directory_is_exclusive() {
     let dir = tempfile::tempdir().unwrap();
