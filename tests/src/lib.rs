@@ -6,6 +6,7 @@ pub mod amqp;
 pub mod app;
 pub mod browser;
 pub mod fake_openai;
+pub mod faulty_index;
 pub mod mixed_session;
 pub mod otel_collector;
 pub mod pg;

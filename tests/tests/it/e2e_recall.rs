@@ -5,20 +5,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use integration_tests::app::{tenant, Options, TestApp, MODES};
 use integration_tests::fake_openai::FakeOpenAi;
+use integration_tests::faulty_index::FaultyIndex;
 use serde_json::{json, Value};
-use shared::domain::{NewTurn, SessionId, Tenant, MEMORY_BLOCK_END, MEMORY_BLOCK_START};
-use shared::index::{
-    EdgeIndex, Fusion, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex, Strategy,
-};
+use shared::domain::{NewTurn, SessionId, MEMORY_BLOCK_END, MEMORY_BLOCK_START};
+use shared::index::{EdgeIndex, Fusion, SearchIndex, Strategy};
 use shared::indexer::Indexer;
 use shared::recall::budget::CUT_MARKER;
 use shared::recall::{Budget, Recall, RecallRequest};
 use shared::search::ConversationSearch;
 use shared::store::{SqliteStore, TranscriptStore};
-use uuid::Uuid;
 
 const INDEX_WAIT: Duration = Duration::from_secs(30);
 const DIMENSION: usize = 256;
@@ -359,51 +356,6 @@ async fn bad_recall_requests_get_4xx_codes() {
     assert_eq!(response.status(), 400, "no tenant");
 }
 
-/// The real Edge index, made slow or failing, for the deadline and outage paths.
-struct Impaired {
-    inner: Arc<dyn SearchIndex>,
-    delay: Duration,
-    down: bool,
-}
-
-#[async_trait]
-impl SearchIndex for Impaired {
-    async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
-        self.inner.upsert(points).await
-    }
-    async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>> {
-        tokio::time::sleep(self.delay).await;
-        if self.down {
-            return Err(IndexError::Unavailable("connection refused".into()));
-        }
-        self.inner.search(query).await
-    }
-    async fn scope_ids(
-        &self,
-        tenant: &Tenant,
-        kind: PointKind,
-        session_id: Option<&str>,
-        limit: usize,
-    ) -> IndexResult<Vec<Uuid>> {
-        self.inner.scope_ids(tenant, kind, session_id, limit).await
-    }
-    fn dense_dimension(&self) -> Option<usize> {
-        self.inner.dense_dimension()
-    }
-    fn created(&self) -> bool {
-        self.inner.created()
-    }
-    async fn delete(&self, ids: &[Uuid]) -> IndexResult<()> {
-        self.inner.delete(ids).await
-    }
-    async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64> {
-        self.inner.count(tenant, kind).await
-    }
-    async fn ping(&self) -> IndexResult<()> {
-        self.inner.ping().await
-    }
-}
-
 fn request(query: &str, timeout: Duration) -> RecallRequest {
     RecallRequest {
         query: query.to_owned(),
@@ -442,11 +394,9 @@ async fn a_slow_or_down_index_is_reported_not_hidden() {
         .unwrap();
 
     let recall_with = |delay: Duration, down: bool| {
-        let index: Arc<dyn SearchIndex> = Arc::new(Impaired {
-            inner: edge.clone(),
-            delay,
-            down,
-        });
+        let impaired = FaultyIndex::new(edge.clone()).with_search_delay(delay);
+        impaired.set_reads_down(down);
+        let index: Arc<dyn SearchIndex> = Arc::new(impaired);
         Recall::new(
             ConversationSearch::new(store.clone(), index, None, Fusion::default()),
             sqlite.clone(),

@@ -1,61 +1,17 @@
 //! The index worker's one-run-per-session rule: concurrent wake-ups for one session index each
 //! turn once, and turns appended while a run is in progress are still indexed by that run.
-//! Real SQLite store and Qdrant Edge index; the index is wrapped only to count and slow writes.
+//! Real SQLite store and Qdrant Edge index; the index is wrapped only to count, slow or fail
+//! writes.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use integration_tests::app::tenant;
+use integration_tests::faulty_index::FaultyIndex;
 use shared::domain::{NewTurn, SessionId, Tenant};
-use shared::index::{EdgeIndex, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex};
+use shared::index::{EdgeIndex, PointKind, SearchIndex};
 use shared::indexer::Indexer;
 use shared::store::{SqliteStore, TranscriptStore, INDEX_CONSUMER};
-use uuid::Uuid;
-
-/// Counts upserted points and makes each upsert take `delay` longer.
-struct Counting {
-    inner: Arc<dyn SearchIndex>,
-    upserted: AtomicUsize,
-    delay: Duration,
-}
-
-#[async_trait]
-impl SearchIndex for Counting {
-    async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
-        tokio::time::sleep(self.delay).await;
-        self.upserted.fetch_add(points.len(), Ordering::SeqCst);
-        self.inner.upsert(points).await
-    }
-    async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>> {
-        self.inner.search(query).await
-    }
-    async fn scope_ids(
-        &self,
-        tenant: &Tenant,
-        kind: PointKind,
-        session_id: Option<&str>,
-        limit: usize,
-    ) -> IndexResult<Vec<Uuid>> {
-        self.inner.scope_ids(tenant, kind, session_id, limit).await
-    }
-    fn dense_dimension(&self) -> Option<usize> {
-        self.inner.dense_dimension()
-    }
-    fn created(&self) -> bool {
-        self.inner.created()
-    }
-    async fn delete(&self, ids: &[Uuid]) -> IndexResult<()> {
-        self.inner.delete(ids).await
-    }
-    async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64> {
-        self.inner.count(tenant, kind).await
-    }
-    async fn ping(&self) -> IndexResult<()> {
-        self.inner.ping().await
-    }
-}
 
 async fn append(store: &dyn TranscriptStore, t: &Tenant, from: usize, to: usize) {
     let session = SessionId::parse("hot").unwrap();
@@ -70,11 +26,7 @@ async fn concurrent_runs_on_one_session_index_each_turn_once() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn TranscriptStore> = Arc::new(SqliteStore::open(&dir.path().join("db.sqlite")).await.unwrap());
     let edge: Arc<dyn SearchIndex> = Arc::new(EdgeIndex::open(&dir.path().join("index"), 5_000, None).unwrap());
-    let counting = Arc::new(Counting {
-        inner: edge.clone(),
-        upserted: AtomicUsize::new(0),
-        delay: Duration::from_millis(50),
-    });
+    let counting = Arc::new(FaultyIndex::new(edge.clone()).with_upsert_delay(Duration::from_millis(50)));
     let t = tenant();
     append(&*store, &t, 0, 1_000).await;
     // Batches of 100: the first run needs ten upserts, so the others arrive while it runs.
@@ -99,7 +51,7 @@ async fn concurrent_runs_on_one_session_index_each_turn_once() {
     }
 
     assert_eq!(indexed, 1_250, "every turn indexed by exactly one run");
-    assert_eq!(counting.upserted.load(Ordering::SeqCst), 1_250, "no turn written twice");
+    assert_eq!(counting.upserted(), 1_250, "no turn written twice");
     assert_eq!(edge.count(&t, PointKind::Turn).await.unwrap(), 1_250);
     assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
     // The session is free again: a later run starts, finds nothing, and says so.
@@ -114,36 +66,11 @@ async fn a_failed_run_frees_the_session() {
     let store: Arc<dyn TranscriptStore> = Arc::new(SqliteStore::open(&dir.path().join("db.sqlite")).await.unwrap());
     let t = tenant();
     append(&*store, &t, 0, 20).await;
-    /// An index that refuses every write, as a server that is down.
-    struct Down;
-    #[async_trait]
-    impl SearchIndex for Down {
-        async fn upsert(&self, _: &[IndexPoint]) -> IndexResult<()> {
-            Err(shared::index::IndexError::Unavailable("connection refused".into()))
-        }
-        async fn search(&self, _: &IndexQuery) -> IndexResult<Vec<IndexHit>> {
-            Ok(Vec::new())
-        }
-        async fn scope_ids(&self, _: &Tenant, _: PointKind, _: Option<&str>, _: usize) -> IndexResult<Vec<Uuid>> {
-            Ok(Vec::new())
-        }
-        fn dense_dimension(&self) -> Option<usize> {
-            None
-        }
-        fn created(&self) -> bool {
-            false
-        }
-        async fn delete(&self, _: &[Uuid]) -> IndexResult<()> {
-            Ok(())
-        }
-        async fn count(&self, _: &Tenant, _: PointKind) -> IndexResult<u64> {
-            Ok(0)
-        }
-        async fn ping(&self) -> IndexResult<()> {
-            Ok(())
-        }
-    }
-    let failing = Indexer::new(store.clone(), Arc::new(Down), None, 100);
+    let down = FaultyIndex::new(Arc::new(
+        EdgeIndex::open(&dir.path().join("index"), 5_000, None).unwrap(),
+    ));
+    down.set_writes_down(true);
+    let failing = Indexer::new(store.clone(), Arc::new(down), None, 100);
     assert!(failing.index_session("hot").await.is_err());
     assert!(
         failing.index_session("hot").await.is_err(),

@@ -2,15 +2,16 @@
 //! engines: racing workers, a crash before the commit, an index outage during dedup and after
 //! the commit. Nothing accepted is lost; nothing is written twice.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use integration_tests::app::tenant;
+use integration_tests::faulty_index::FaultyIndex;
 use integration_tests::pg::TestDb;
 use shared::bus::LocalBus;
 use shared::domain::{NewTurn, SessionId, Tenant};
-use shared::index::{EdgeIndex, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex};
+use shared::index::{EdgeIndex, PointKind, SearchIndex};
 use shared::memory::pipeline::{MemoryIndexer, Pipeline, PipelineSettings};
 use shared::memory::rules::{RulesExtractor, RulesJudge};
 use shared::memory::schedule::{ScheduleSettings, Scheduler};
@@ -21,70 +22,6 @@ use shared::store::memory::{
 };
 use shared::store::{PostgresStore, StoreError, StoreResult, TranscriptStore};
 use uuid::Uuid;
-
-/// An index that can be switched down, for reads, writes or both.
-struct Switchable {
-    inner: Arc<dyn SearchIndex>,
-    reads_down: AtomicBool,
-    writes_down: AtomicBool,
-}
-
-impl Switchable {
-    fn new(inner: Arc<dyn SearchIndex>) -> Arc<Self> {
-        Arc::new(Self {
-            inner,
-            reads_down: AtomicBool::new(false),
-            writes_down: AtomicBool::new(false),
-        })
-    }
-}
-
-fn refused() -> IndexError {
-    IndexError::Unavailable("connection refused".into())
-}
-
-#[async_trait]
-impl SearchIndex for Switchable {
-    async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
-        if self.writes_down.load(Ordering::SeqCst) {
-            return Err(refused());
-        }
-        self.inner.upsert(points).await
-    }
-    async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>> {
-        if self.reads_down.load(Ordering::SeqCst) {
-            return Err(refused());
-        }
-        self.inner.search(query).await
-    }
-    async fn scope_ids(
-        &self,
-        tenant: &Tenant,
-        kind: PointKind,
-        session_id: Option<&str>,
-        limit: usize,
-    ) -> IndexResult<Vec<Uuid>> {
-        self.inner.scope_ids(tenant, kind, session_id, limit).await
-    }
-    fn dense_dimension(&self) -> Option<usize> {
-        self.inner.dense_dimension()
-    }
-    fn created(&self) -> bool {
-        self.inner.created()
-    }
-    async fn delete(&self, ids: &[Uuid]) -> IndexResult<()> {
-        if self.writes_down.load(Ordering::SeqCst) {
-            return Err(refused());
-        }
-        self.inner.delete(ids).await
-    }
-    async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64> {
-        self.inner.count(tenant, kind).await
-    }
-    async fn ping(&self) -> IndexResult<()> {
-        self.inner.ping().await
-    }
-}
 
 /// A memory store whose next `fail_commits` commits fail as if the process died before the
 /// transaction committed.
@@ -177,7 +114,7 @@ impl MemoryStore for Crashing {
 
 struct Fixture {
     store: Arc<PostgresStore>,
-    index: Arc<Switchable>,
+    index: Arc<FaultyIndex>,
     _db: TestDb,
     _dir: tempfile::TempDir,
 }
@@ -189,13 +126,13 @@ async fn fixture() -> Fixture {
     let edge = EdgeIndex::open(&dir.path().join("index"), 1_000, None).expect("open index");
     Fixture {
         store,
-        index: Switchable::new(Arc::new(edge)),
+        index: Arc::new(FaultyIndex::new(Arc::new(edge))),
         _db: db,
         _dir: dir,
     }
 }
 
-fn pipeline(turns: Arc<PostgresStore>, memories: Arc<dyn MemoryStore>, index: Arc<Switchable>) -> Pipeline {
+fn pipeline(turns: Arc<PostgresStore>, memories: Arc<dyn MemoryStore>, index: Arc<FaultyIndex>) -> Pipeline {
     Pipeline::new(
         turns,
         memories,
@@ -269,8 +206,8 @@ async fn an_index_outage_loses_no_memory() {
     let f = fixture().await;
     let t = tenant();
     // Dedup cannot read candidates and the index cannot be written: the batch still commits.
-    f.index.reads_down.store(true, Ordering::SeqCst);
-    f.index.writes_down.store(true, Ordering::SeqCst);
+    f.index.set_reads_down(true);
+    f.index.set_writes_down(true);
     append_facts(&f.store, &t, "s1").await;
     let scheduler = Scheduler::new(
         f.store.clone(),
@@ -309,8 +246,8 @@ async fn an_index_outage_loses_no_memory() {
         "the sweep fails while the index is down"
     );
 
-    f.index.reads_down.store(false, Ordering::SeqCst);
-    f.index.writes_down.store(false, Ordering::SeqCst);
+    f.index.set_reads_down(false);
+    f.index.set_writes_down(false);
     scheduler.sweep().await.expect("sweep after the outage");
     assert_eq!(
         f.index.count(&t, PointKind::Memory).await.unwrap() as usize,

@@ -1,0 +1,113 @@
+//! A [`SearchIndex`] wrapper for failure-path tests: a real index behind switches that make
+//! reads or writes fail as an unreachable server would, delays, and a count of upserted
+//! points. Everything else goes to the real index unchanged.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use shared::domain::Tenant;
+use shared::index::{IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult, PointKind, SearchIndex};
+use uuid::Uuid;
+
+pub struct FaultyIndex {
+    inner: Arc<dyn SearchIndex>,
+    reads_down: AtomicBool,
+    writes_down: AtomicBool,
+    search_delay: Duration,
+    upsert_delay: Duration,
+    upserted: AtomicUsize,
+}
+
+impl FaultyIndex {
+    /// Passes everything through until a switch is thrown.
+    pub fn new(inner: Arc<dyn SearchIndex>) -> Self {
+        Self {
+            inner,
+            reads_down: AtomicBool::new(false),
+            writes_down: AtomicBool::new(false),
+            search_delay: Duration::ZERO,
+            upsert_delay: Duration::ZERO,
+            upserted: AtomicUsize::new(0),
+        }
+    }
+
+    /// Every search waits `delay` first (and then fails, if reads are down).
+    pub fn with_search_delay(mut self, delay: Duration) -> Self {
+        self.search_delay = delay;
+        self
+    }
+
+    /// Every upsert waits `delay` first.
+    pub fn with_upsert_delay(mut self, delay: Duration) -> Self {
+        self.upsert_delay = delay;
+        self
+    }
+
+    /// While down, searches fail with `Unavailable`.
+    pub fn set_reads_down(&self, down: bool) {
+        self.reads_down.store(down, Ordering::SeqCst);
+    }
+
+    /// While down, upserts and deletes fail with `Unavailable`.
+    pub fn set_writes_down(&self, down: bool) {
+        self.writes_down.store(down, Ordering::SeqCst);
+    }
+
+    /// Points passed to upserts that succeeded.
+    pub fn upserted(&self) -> usize {
+        self.upserted.load(Ordering::SeqCst)
+    }
+}
+
+fn refused() -> IndexError {
+    IndexError::Unavailable("connection refused".into())
+}
+
+#[async_trait]
+impl SearchIndex for FaultyIndex {
+    async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
+        tokio::time::sleep(self.upsert_delay).await;
+        if self.writes_down.load(Ordering::SeqCst) {
+            return Err(refused());
+        }
+        self.inner.upsert(points).await?;
+        self.upserted.fetch_add(points.len(), Ordering::SeqCst);
+        Ok(())
+    }
+    async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>> {
+        tokio::time::sleep(self.search_delay).await;
+        if self.reads_down.load(Ordering::SeqCst) {
+            return Err(refused());
+        }
+        self.inner.search(query).await
+    }
+    async fn scope_ids(
+        &self,
+        tenant: &Tenant,
+        kind: PointKind,
+        session_id: Option<&str>,
+        limit: usize,
+    ) -> IndexResult<Vec<Uuid>> {
+        self.inner.scope_ids(tenant, kind, session_id, limit).await
+    }
+    fn dense_dimension(&self) -> Option<usize> {
+        self.inner.dense_dimension()
+    }
+    fn created(&self) -> bool {
+        self.inner.created()
+    }
+    async fn delete(&self, ids: &[Uuid]) -> IndexResult<()> {
+        if self.writes_down.load(Ordering::SeqCst) {
+            return Err(refused());
+        }
+        self.inner.delete(ids).await
+    }
+    async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64> {
+        self.inner.count(tenant, kind).await
+    }
+    async fn ping(&self) -> IndexResult<()> {
+        self.inner.ping().await
+    }
+}
