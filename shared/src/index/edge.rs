@@ -16,7 +16,8 @@
 //! run (as in the Qdrant server). Two hazards of edge's `flush`, which *panics* instead of
 //! waiting when a lock is taken:
 //! - the WAL mutex, held by `update`: updates and flushes are serialized by `write_gate`, and
-//!   concurrent writers share one flush (group commit, see `Inner::write`);
+//!   concurrent writers share one flush (group commit, see `Inner::write`). Concurrent
+//!   upserts go further and share one update too (see `Inner::upsert`);
 //! - the segment-holder lock, write-locked for a moment each time the optimizer swaps
 //!   segments: `flush` first waits for that lock to be free (a blocking read through `info`),
 //!   and if the optimizer still wins the race, the panic is caught (nothing has changed
@@ -81,7 +82,7 @@ use crate::runtime::error_chain;
 /// flush rewrites state proportional to the appendable segment, so a small one keeps every
 /// durable write cheap: measured with `bench_index`, 100-point upserts at 30k points cost
 /// 25 ms at 500 KB against 50 ms at edge's default, and queries got faster too (p50 0.85 ms
-/// against 2.0 ms). Applies to shards created with it; it persists with the shard.
+/// against 2.0 ms). Persisted with the shard, and applied to existing shards on open.
 pub const DEFAULT_INDEXING_THRESHOLD_KB: usize = 500;
 
 /// Largest segment (KB of vector data) the optimizer builds: about 20k points with 384-dim
@@ -517,7 +518,11 @@ impl Inner {
             }
             self.combined.notify_all();
         }
-        let outcome = combiner.done.remove(&ticket).unwrap_or(None);
+        // Our ticket was queued before we led, so the first round recorded it.
+        let outcome = combiner
+            .done
+            .remove(&ticket)
+            .unwrap_or_else(|| Some((true, "the combined upsert lost its outcome".to_owned())));
         drop(combiner);
         outcome_result(outcome)
     }
