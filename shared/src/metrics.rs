@@ -32,6 +32,14 @@ pub const INDEX_DELAY: &str = "sediment_index_delay_seconds";
 pub const INDEX_OPTIMIZER_RUNS: &str = "sediment_index_optimizer_runs_total";
 /// Search-index optimizer run latency in seconds.
 pub const INDEX_OPTIMIZER_SECONDS: &str = "sediment_index_optimizer_seconds";
+/// Search-index (Qdrant Edge) flush latency in seconds: the write-ahead log and every segment,
+/// fsynced, once per write or per group of combined writes.
+pub const INDEX_FLUSH_SECONDS: &str = "sediment_index_flush_seconds";
+/// Search-index (Qdrant Edge) update latency in seconds: applying one write to the segments,
+/// before its flush.
+pub const INDEX_UPDATE_SECONDS: &str = "sediment_index_update_seconds";
+/// Points per search-index write after combining concurrent upserts.
+pub const INDEX_WRITE_POINTS: &str = "sediment_index_write_points";
 /// 1 while a search-index optimizer run is in progress, else 0.
 pub const INDEX_OPTIMIZING: &str = "sediment_index_optimizing";
 /// Segments in the search index (Qdrant Edge), as of the last optimizer run.
@@ -154,6 +162,13 @@ pub fn describe() {
         Unit::Seconds,
         "search index optimizer run latency"
     );
+    describe_histogram!(INDEX_FLUSH_SECONDS, Unit::Seconds, "search index flush latency");
+    describe_histogram!(
+        INDEX_UPDATE_SECONDS,
+        Unit::Seconds,
+        "search index update latency, before the flush"
+    );
+    describe_histogram!(INDEX_WRITE_POINTS, "points per search index write, after combining");
     describe_gauge!(INDEX_OPTIMIZING, "1 while a search index optimizer run is in progress");
     describe_gauge!(INDEX_SEGMENTS, "segments in the search index");
     describe_counter!(SWEEP_RECOVERED, "turns indexed by a backlog sweep instead of an event");
@@ -256,6 +271,11 @@ pub fn prometheus() -> metrics_exporter_prometheus::PrometheusHandle {
                 .set_buckets_for_metric(
                     metrics_exporter_prometheus::Matcher::Full(INDEX_OPTIMIZER_SECONDS.to_owned()),
                     &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0],
+                )
+                .expect("static bucket list is not empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(INDEX_WRITE_POINTS.to_owned()),
+                    &[1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0],
                 )
                 .expect("static bucket list is not empty")
                 .set_buckets_for_metric(

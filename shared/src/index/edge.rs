@@ -407,7 +407,9 @@ impl Inner {
     fn write(&self, operation: UpdateOperation) -> IndexResult<()> {
         let mine = {
             let _gate = lock(&self.write_gate);
+            let started = Instant::now();
             self.shard().update(operation).map_err(backend)?;
+            metrics::histogram!(m::INDEX_UPDATE_SECONDS).record(started.elapsed().as_secs_f64());
             self.written.fetch_add(1, Ordering::AcqRel) + 1
         };
         let mut flushed = lock(&self.flushed);
@@ -423,6 +425,13 @@ impl Inner {
 
     /// Flushes the WAL and all segments, fsynced; the caller holds the write gate.
     fn flush(&self) -> IndexResult<()> {
+        let started = Instant::now();
+        let flushed = self.flush_retrying();
+        metrics::histogram!(m::INDEX_FLUSH_SECONDS).record(started.elapsed().as_secs_f64());
+        flushed
+    }
+
+    fn flush_retrying(&self) -> IndexResult<()> {
         let mut attempt = 0;
         loop {
             // A blocking read of the segment holder: returns once no optimizer swap holds it.
@@ -508,6 +517,7 @@ impl Inner {
                 tickets: batch.iter().map(|(ticket, _)| *ticket).collect(),
             };
             let points: Vec<_> = batch.into_iter().flat_map(|(_, points)| points).collect();
+            metrics::histogram!(m::INDEX_WRITE_POINTS).record(points.len() as f64);
             let result = self.write(UpdateOperation::PointOperation(PointOperations::UpsertPoints(
                 PointInsertOperations::PointsList(points),
             )));

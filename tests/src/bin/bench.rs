@@ -99,7 +99,10 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// evenly over the clients: latency is the service time at that load).
 async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
     let t = tenant();
-    let delays_before = index_delay_buckets(app).await;
+    let delays_before = buckets(app, INDEX_DELAY).await;
+    let flushes_before = buckets(app, FLUSH).await;
+    let writes_before = buckets(app, WRITE_POINTS).await;
+    let updates_before = buckets(app, UPDATE).await;
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..clients {
@@ -149,16 +152,12 @@ async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
         app.wait_indexed(Duration::from_secs(600)).await;
     }
     let catch_up = ingest_end.elapsed();
-    let delays: Vec<(f64, f64)> = index_delay_buckets(app)
-        .await
-        .into_iter()
-        .map(|(le, after)| {
-            let before = delays_before.iter().find(|(l, _)| *l == le).map_or(0.0, |(_, c)| *c);
-            (le, after - before)
-        })
-        .collect();
+    let delays = since(buckets(app, INDEX_DELAY).await, &delays_before);
+    let flushes = since(buckets(app, FLUSH).await, &flushes_before);
+    let writes = since(buckets(app, WRITE_POINTS).await, &writes_before);
+    let updates = since(buckets(app, UPDATE).await, &updates_before);
     println!(
-        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s",
+        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s; edge update p50={:.1}ms p99={:.1}ms, flush p50={:.1}ms p99={:.1}ms n={}, points per write p50={:.0}",
         app.mode,
         rate.map(|r| format!("paced at {r:.0} turns/s")).unwrap_or_else(|| "closed loop".into()),
         latencies.len(),
@@ -168,12 +167,35 @@ async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
         catch_up.as_secs_f64(),
         histogram_quantile(&delays, 0.50),
         histogram_quantile(&delays, 0.99),
+        histogram_quantile(&updates, 0.50) * 1e3,
+        histogram_quantile(&updates, 0.99) * 1e3,
+        histogram_quantile(&flushes, 0.50) * 1e3,
+        histogram_quantile(&flushes, 0.99) * 1e3,
+        flushes.last().map_or(0.0, |(_, n)| *n),
+        histogram_quantile(&writes, 0.50),
     );
 }
 
-/// The cumulative buckets `(le, count)` of `sediment_index_delay_seconds` (commit to indexed,
-/// per turn) from the API's `/metrics`, `+Inf` last.
-async fn index_delay_buckets(app: &TestApp) -> Vec<(f64, f64)> {
+const INDEX_DELAY: &str = "sediment_index_delay_seconds";
+const FLUSH: &str = "sediment_index_flush_seconds";
+const WRITE_POINTS: &str = "sediment_index_write_points";
+const UPDATE: &str = "sediment_index_update_seconds";
+
+/// `after - before`, bucket by bucket.
+fn since(after: Vec<(f64, f64)>, before: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    after
+        .into_iter()
+        .map(|(le, count)| {
+            let earlier = before.iter().find(|(l, _)| *l == le).map_or(0.0, |(_, c)| *c);
+            (le, count - earlier)
+        })
+        .collect()
+}
+
+/// The cumulative buckets `(le, count)` of histogram `name` from the API's `/metrics`, `+Inf`
+/// last.
+async fn buckets(app: &TestApp, name: &str) -> Vec<(f64, f64)> {
+    let prefix = format!("{name}_bucket{{le=\"");
     let body = reqwest::get(app.url("/metrics"))
         .await
         .expect("GET /metrics")
@@ -182,7 +204,7 @@ async fn index_delay_buckets(app: &TestApp) -> Vec<(f64, f64)> {
         .expect("metrics body");
     let mut buckets: Vec<(f64, f64)> = body
         .lines()
-        .filter_map(|line| line.strip_prefix("sediment_index_delay_seconds_bucket{le=\""))
+        .filter_map(|line| line.strip_prefix(prefix.as_str()))
         .filter_map(|rest| {
             let (le, count) = rest.split_once("\"} ")?;
             let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
