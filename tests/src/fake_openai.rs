@@ -344,6 +344,15 @@ impl Drop for FakeOpenAi {
 /// `dimension` buckets and counted; the counts are L2-normalised. Text without any token maps
 /// to a fixed unit vector rather than zeros, which cosine similarity cannot handle.
 pub fn embed_text(text: &str, dimension: usize) -> Vec<f32> {
+    embed_tokens(text, dimension, |token, vector| {
+        let bucket = (fnv1a(token.as_bytes()) % vector.len() as u64) as usize;
+        vector[bucket] += 1.0;
+    })
+}
+
+/// Adds each token of `text` into a `dimension`-long vector with `add`, then L2-normalises
+/// it. A text without tokens counts as one empty token.
+fn embed_tokens(text: &str, dimension: usize, add: impl Fn(&str, &mut [f32])) -> Vec<f32> {
     let mut vector = vec![0f32; dimension];
     if dimension == 0 {
         return vector;
@@ -353,10 +362,9 @@ pub fn embed_text(text: &str, dimension: usize) -> Vec<f32> {
         tokens.push(String::new());
     }
     for token in &tokens {
-        let bucket = (fnv1a(token.as_bytes()) % dimension as u64) as usize;
-        vector[bucket] += 1.0;
+        add(token, &mut vector);
     }
-    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
     for x in &mut vector {
         *x /= norm;
     }
@@ -369,29 +377,16 @@ pub fn embed_text(text: &str, dimension: usize) -> Vec<f32> {
 /// HNSW graph over these vectors behaves as over a real model's, unlike over the hashed counts
 /// (a dozen non-zero dimensions, most pairs exactly orthogonal).
 pub fn embed_text_dense(text: &str, dimension: usize) -> Vec<f32> {
-    let mut vector = vec![0f32; dimension];
-    if dimension == 0 {
-        return vector;
-    }
-    let mut tokens = tokens(text);
-    if tokens.is_empty() {
-        tokens.push(String::new());
-    }
-    for token in &tokens {
+    embed_tokens(text, dimension, |token, vector| {
         let mut state = fnv1a(token.as_bytes()) | 1;
-        for x in &mut vector {
+        for x in vector {
             // xorshift64: deterministic across processes, like the hash.
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             *x += (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
         }
-    }
-    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
-    for x in &mut vector {
-        *x /= norm;
-    }
-    vector
+    })
 }
 
 fn tokens(text: &str) -> Vec<String> {

@@ -196,12 +196,7 @@ fn since(after: Vec<(f64, f64)>, before: &[(f64, f64)]) -> Vec<(f64, f64)> {
 /// last.
 async fn buckets(app: &TestApp, name: &str) -> Vec<(f64, f64)> {
     let prefix = format!("{name}_bucket{{le=\"");
-    let body = reqwest::get(app.url("/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics body");
+    let body = metrics_text(app).await;
     let mut buckets: Vec<(f64, f64)> = body
         .lines()
         .filter_map(|line| line.strip_prefix(prefix.as_str()))
@@ -309,13 +304,20 @@ async fn load(app: &TestApp, t: &shared::domain::Tenant, from: usize, to: usize)
 /// timed in the steady state, as a serving index spends most of its time; `bench_dense` times
 /// queries during optimizer runs.
 async fn optimizer_running(app: &TestApp) -> bool {
-    let body = reqwest::get(app.url("/metrics"))
+    metrics_text(app)
+        .await
+        .lines()
+        .any(|line| line.trim() == "sediment_index_optimizing 1")
+}
+
+/// The API's `/metrics` body.
+async fn metrics_text(app: &TestApp) -> String {
+    reqwest::get(app.url("/metrics"))
         .await
         .expect("GET /metrics")
         .text()
         .await
-        .expect("metrics body");
-    body.lines().any(|line| line.trim() == "sediment_index_optimizing 1")
+        .expect("metrics body")
 }
 
 async fn recall(app: &TestApp) {
