@@ -118,6 +118,21 @@ impl From<rusqlite::Error> for Failure {
 
 type Outcome<T> = Result<T, Failure>;
 
+/// Maps every row of a query with `row_of`, stopping at the first error.
+fn collect_rows<T, E>(
+    mut rows: rusqlite::Rows<'_>,
+    mut row_of: impl FnMut(&rusqlite::Row<'_>) -> Result<T, E>,
+) -> Outcome<Vec<T>>
+where
+    Failure: From<E>,
+{
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(row_of(row)?);
+    }
+    Ok(out)
+}
+
 impl SqliteStore {
     /// Opens the database file at `path`, creating it (and its parent directory) if needed,
     /// switches it to WAL mode, and creates the schema unless it is there. Idempotent. The

@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension as _, TransactionBehavior};
 use tracing::instrument;
 use uuid::Uuid;
 
-use super::{json_array, tenant_of, time_of, uuid_of, Failure, Outcome, SqliteStore};
+use super::{collect_rows, json_array, tenant_of, time_of, uuid_of, Failure, Outcome, SqliteStore};
 use crate::domain::Tenant;
 use crate::memory::{Category, Memory, MemoryStatus};
 use crate::store::memory::{
@@ -167,12 +167,8 @@ fn memory_of(row: &rusqlite::Row<'_>) -> Outcome<Memory> {
     })
 }
 
-fn memories(mut rows: rusqlite::Rows<'_>) -> Outcome<Vec<Memory>> {
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        out.push(memory_of(row)?);
-    }
-    Ok(out)
+fn memories(rows: rusqlite::Rows<'_>) -> Outcome<Vec<Memory>> {
+    collect_rows(rows, memory_of)
 }
 
 fn provenance_of(row: &rusqlite::Row<'_>) -> Outcome<ProvenanceRecord> {
@@ -347,12 +343,8 @@ impl MemoryStore for SqliteStore {
         let tenant = tenant.clone();
         self.run(move |conn| {
             let mut stmt = conn.prepare_cached(sql::PROVENANCE)?;
-            let mut rows = stmt.query(params![id.to_string(), tenant.team, tenant.agent, tenant.user])?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                out.push(provenance_of(row)?);
-            }
-            Ok(out)
+            let rows = stmt.query(params![id.to_string(), tenant.team, tenant.agent, tenant.user])?;
+            collect_rows(rows, provenance_of)
         })
         .await
     }
@@ -552,12 +544,8 @@ impl MemoryStore for SqliteStore {
     async fn recent_failures(&self, limit: u32) -> StoreResult<Vec<ProvenanceRecord>> {
         self.run(move |conn| {
             let mut stmt = conn.prepare_cached(sql::RECENT_FAILURES)?;
-            let mut rows = stmt.query(params![i64::from(limit)])?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                out.push(provenance_of(row)?);
-            }
-            Ok(out)
+            let rows = stmt.query(params![i64::from(limit)])?;
+            collect_rows(rows, provenance_of)
         })
         .await
     }

@@ -18,7 +18,7 @@ use rusqlite::{params, Connection, OptionalExtension as _, TransactionBehavior};
 use tracing::instrument;
 use uuid::Uuid;
 
-use super::{tenant_of, time_of, uuid_of, Failure, Outcome, SqliteStore};
+use super::{collect_rows, tenant_of, time_of, uuid_of, Failure, Outcome, SqliteStore};
 use crate::domain::Tenant;
 use crate::store::compaction::lease_end;
 use crate::store::scene::{
@@ -123,12 +123,8 @@ impl SceneStore for SqliteStore {
                 sql::SCENE_COLUMNS
             );
             let mut stmt = conn.prepare_cached(&query)?;
-            let mut rows = stmt.query(params![tenant.team, tenant.agent, tenant.user, include_deleted])?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                out.push(scene_of(row)?);
-            }
-            Ok(out)
+            let rows = stmt.query(params![tenant.team, tenant.agent, tenant.user, include_deleted])?;
+            collect_rows(rows, scene_of)
         })
         .await
     }
@@ -179,12 +175,8 @@ impl SceneStore for SqliteStore {
     async fn due_scene_owners(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<Tenant>> {
         self.run(move |conn| {
             let mut stmt = conn.prepare_cached(sql::DUE)?;
-            let mut rows = stmt.query(params![micros(now), i64::from(limit)])?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                out.push(tenant_of(row)?);
-            }
-            Ok(out)
+            let rows = stmt.query(params![micros(now), i64::from(limit)])?;
+            collect_rows(rows, tenant_of)
         })
         .await
     }
@@ -193,12 +185,8 @@ impl SceneStore for SqliteStore {
     async fn unscheduled_scene_owners(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<Tenant>> {
         self.run(move |conn| {
             let mut stmt = conn.prepare_cached(sql::UNSCHEDULED)?;
-            let mut rows = stmt.query(params![micros(now), i64::from(limit)])?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                out.push(tenant_of(row)?);
-            }
-            Ok(out)
+            let rows = stmt.query(params![micros(now), i64::from(limit)])?;
+            collect_rows(rows, tenant_of)
         })
         .await
     }
@@ -258,7 +246,7 @@ impl SceneStore for SqliteStore {
                 sql::PROVENANCE_COLUMNS
             );
             let mut stmt = conn.prepare_cached(&query)?;
-            let mut rows = stmt.query(params![
+            let rows = stmt.query(params![
                 tenant.team,
                 tenant.agent,
                 tenant.user,
@@ -266,11 +254,7 @@ impl SceneStore for SqliteStore {
                 scene_id.map(|id| id.to_string()),
                 i64::from(limit)
             ])?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                out.push(provenance_of(row)?);
-            }
-            Ok(out)
+            collect_rows(rows, provenance_of)
         })
         .await
     }
@@ -322,7 +306,7 @@ impl SceneStore for SqliteStore {
         self.run(move |conn| {
             let limit = i64::from(limit);
             let mut stmt;
-            let mut rows = match &after {
+            let rows = match &after {
                 None => {
                     stmt = conn.prepare_cached(sql::OWNERS_FIRST)?;
                     stmt.query(params![limit])?
@@ -332,11 +316,7 @@ impl SceneStore for SqliteStore {
                     stmt.query(params![after.team, after.agent, after.user, limit])?
                 }
             };
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                out.push(tenant_of(row)?);
-            }
-            Ok(out)
+            collect_rows(rows, tenant_of)
         })
         .await
     }
