@@ -1,93 +1,30 @@
 //! The transcript store conformance suite against both backends, one fresh store per test
 //! (a new Postgres database, or a SQLite file in a new temp dir), plus backend-specific tests.
 
-use std::sync::Arc;
-
 use integration_tests::pg::TestDb;
-use integration_tests::stores;
 use shared::store::{testsuite, PostgresStore, SqliteStore, StoreError, TranscriptStore};
 
-/// A store under test with whatever keeps it alive (its database or directory).
-struct Fixture<G> {
-    store: Arc<dyn TranscriptStore>,
-    _guard: G,
-}
-
-async fn postgres() -> Fixture<TestDb> {
-    let (store, db) = stores::postgres().await;
-    Fixture {
-        store: Arc::new(store),
-        _guard: db,
-    }
-}
-
-async fn sqlite() -> Fixture<tempfile::TempDir> {
-    let (store, dir) = stores::sqlite().await;
-    Fixture {
-        store: Arc::new(store),
-        _guard: dir,
-    }
-}
-
-macro_rules! suite {
-    ($backend:ident; $($check:ident),* $(,)?) => {
-        mod $backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $check() {
-                    let fixture = super::$backend().await;
-                    shared::store::testsuite::$check(&*fixture.store).await;
-                }
-            )*
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn concurrent_batch_appends_are_gapless() {
-                let fixture = super::$backend().await;
-                shared::store::testsuite::concurrent_batch_appends_are_gapless(fixture.store.clone()).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn concurrent_single_appends_are_gapless() {
-                let fixture = super::$backend().await;
-                shared::store::testsuite::concurrent_single_appends_are_gapless(fixture.store.clone()).await;
-            }
-        }
-    };
-}
-
-macro_rules! both {
-    ($($check:ident),* $(,)?) => {
-        suite!(postgres; $($check),*);
-        suite!(sqlite; $($check),*);
-    };
-}
-
-both!(
-    append_assigns_gapless_seqs,
-    append_is_idempotent_on_client_id,
-    append_dedups_client_id_within_request,
-    other_tenants_cannot_touch_a_session,
-    turns_by_id_is_tenant_scoped,
-    list_pages_by_after_seq_and_limit,
-    turns_round_trip_exactly,
-    reset_marks_session_and_deletes_nothing,
-    cursors_track_pending_turns,
-    backlog_and_lag_follow_cursors,
-    failed_append_writes_nothing,
+integration_tests::store_suite!(
+    testsuite;
+    checks: [
+        append_assigns_gapless_seqs,
+        append_is_idempotent_on_client_id,
+        append_dedups_client_id_within_request,
+        other_tenants_cannot_touch_a_session,
+        turns_by_id_is_tenant_scoped,
+        list_pages_by_after_seq_and_limit,
+        turns_round_trip_exactly,
+        reset_marks_session_and_deletes_nothing,
+        cursors_track_pending_turns,
+        backlog_and_lag_follow_cursors,
+        failed_append_writes_nothing,
+    ];
+    shared: [
+        concurrent_batch_appends_are_gapless,
+        concurrent_single_appends_are_gapless,
+        transcript_store_suite,
+    ];
 );
-
-/// The whole suite on one shared store, as another crate would run it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_passes_the_whole_suite_on_one_store() {
-    let fixture = sqlite().await;
-    testsuite::transcript_store_suite(fixture.store.clone()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_passes_the_whole_suite_on_one_store() {
-    let fixture = postgres().await;
-    testsuite::transcript_store_suite(fixture.store.clone()).await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_concurrent_migrations_both_succeed() {
