@@ -14,3 +14,4 @@ pub mod process;
 pub mod quality;
 pub mod s3;
 pub mod stores;
+pub mod synthetic;

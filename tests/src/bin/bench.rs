@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
 use integration_tests::fake_openai::FakeOpenAi;
+use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
 use shared::store::INDEX_CONSUMER;
 
@@ -31,60 +32,6 @@ const SECONDS: u64 = 10;
 const BATCH: usize = 10;
 const SEARCH_TURNS: usize = 100_000;
 const SEARCH_QUERIES: usize = 2_000;
-
-const WORDS: &[&str] = &[
-    "database",
-    "index",
-    "replica",
-    "backup",
-    "latency",
-    "query",
-    "schema",
-    "migration",
-    "订单",
-    "用户",
-    "索引",
-    "慢查询",
-    "北京",
-    "上海",
-    "deploy",
-    "rollback",
-    "cache",
-    "timeout",
-    "partition",
-    "vacuum",
-    "kafka",
-    "rabbit",
-];
-/// Distinct synthetic terms besides `WORDS`; drawn with a Zipf-like skew, as words in real text are.
-const VOCABULARY: usize = 20_000;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A term: a few common domain words, mostly a long tail of rarer ones (rank ~ 1/u²).
-    fn word(&mut self) -> String {
-        if self.next().is_multiple_of(4) {
-            return WORDS[(self.next() % WORDS.len() as u64) as usize].to_owned();
-        }
-        let u = (self.next() % 1_000_000) as f64 / 1_000_000.0 + 1e-6;
-        let rank = ((VOCABULARY as f64) * u * u) as usize;
-        format!("term{rank}")
-    }
-}
-
-fn sentence(seed: usize) -> String {
-    let mut rng = Rng(seed as u64 * 2_654_435_761 + 0x9e37_79b9);
-    let words: Vec<String> = (0..12).map(|_| rng.word()).collect();
-    format!("{} #{seed}", words.join(" "))
-}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {

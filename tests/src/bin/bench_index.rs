@@ -2,13 +2,24 @@
 //! durability) and query latency.
 //!
 //! ```sh
-//! cargo run --release -p integration-tests --bin bench_index
+//! cargo run --release -p integration-tests --bin bench_index -- 10 100 1000
+//! cargo run --release -p integration-tests --bin bench_index -- stream [POINTS] [BATCH]
 //! ```
+//!
+//! `stream` is the index worker's write path under sustained ingest, without HTTP or the
+//! store: turns as the worker indexes them (synthetic text with the date and role tags of
+//! `retrieval::keyword_text`, 64 sessions) are upserted back to back in `BATCH`-point writes
+//! (default 1,400, what the combiner makes of the cluster bench's paced load) until `POINTS`
+//! (default 100k), with the background optimizer as in production. Every 10k points it prints
+//! the write latency and throughput, so a cost that grows with the shard shows.
 
 use std::time::{Duration, Instant};
 
+use integration_tests::synthetic::sentence;
+use shared::domain::Role;
 use shared::domain::Tenant;
 use shared::index::{EdgeIndex, Fusion, IndexPoint, IndexQuery, PointKind, SearchIndex, Strategy};
+use shared::retrieval::{keyword_text, TurnFields};
 
 fn point(tenant: &Tenant, i: usize) -> IndexPoint {
     IndexPoint {
@@ -24,26 +35,103 @@ fn point(tenant: &Tenant, i: usize) -> IndexPoint {
     }
 }
 
+/// A turn's point as the index worker makes it (`indexer::index_pending`).
+fn turn_point(tenant: &Tenant, i: usize) -> IndexPoint {
+    let content = sentence(i);
+    IndexPoint {
+        id: uuid::Uuid::new_v4(),
+        kind: PointKind::Turn,
+        tenant: tenant.clone(),
+        session_id: format!("s{}", i % 64),
+        text: keyword_text(TurnFields {
+            role: Role::User,
+            content: &content,
+            created_at: chrono::Utc::now(),
+        }),
+        dense: None,
+    }
+}
+
+fn optimize_every() -> usize {
+    std::env::var("BENCH_OPTIMIZE_EVERY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5_000)
+}
+
+async fn stream(tenant: &Tenant, points: usize, batch: usize) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let index = EdgeIndex::open(dir.path(), optimize_every(), None).expect("open index");
+    let mut latencies: Vec<Duration> = Vec::new();
+    let mut phase = Instant::now();
+    let mut phase_cpu = cpu_seconds();
+    let mut n = 0;
+    while n < points {
+        let writes: Vec<_> = (n..n + batch).map(|i| turn_point(tenant, i)).collect();
+        let start = Instant::now();
+        index.upsert(&writes).await.expect("upsert");
+        latencies.push(start.elapsed());
+        n += batch;
+        if n % 10_000 < batch || n >= points {
+            latencies.sort_unstable();
+            let q = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
+            let cpu = cpu_seconds();
+            println!(
+                "stream {n:>7} points: write p50={:.1}ms p99={:.1}ms max={:.1}ms, {:.0} points/s, process CPU {:.0} µs/point | {}",
+                q(0.5),
+                q(0.99),
+                q(1.0),
+                (latencies.len() * batch) as f64 / phase.elapsed().as_secs_f64(),
+                (cpu - phase_cpu) * 1e6 / (latencies.len() * batch) as f64,
+                index.shard_summary()
+            );
+            latencies.clear();
+            phase = Instant::now();
+            phase_cpu = cpu;
+        }
+    }
+    // Dropping the index under a running optimizer would remove its directory mid-run.
+    while index.optimizing() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// User and system CPU time of this process so far (Linux: `/proc/self/stat`, in clock ticks
+/// of 10 ms). Counts every thread: writers, the optimizer and the text generation alike.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime: fields 14 and 15 of the line, so 11 and 12 (from 0) after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 #[tokio::main]
 async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("stream") {
+        let arg = |i: usize, default: usize| args.get(i).map_or(default, |a| a.parse().expect("a number"));
+        let tenant = Tenant {
+            team: "t".into(),
+            agent: "a".into(),
+            user: "u".into(),
+        };
+        stream(&tenant, arg(1, 100_000), arg(2, 1_400)).await;
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
-    let index = EdgeIndex::open(
-        dir.path(),
-        std::env::var("BENCH_OPTIMIZE_EVERY")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(5_000),
-        None,
-    )
-    .expect("open index");
+    let index = EdgeIndex::open(dir.path(), optimize_every(), None).expect("open index");
     let tenant = Tenant {
         team: "t".into(),
         agent: "a".into(),
         user: "u".into(),
     };
     let mut n = 0;
-    for batch in std::env::args()
-        .skip(1)
+    for batch in args
+        .iter()
         .map(|a| a.parse::<usize>().expect("batch size"))
         .collect::<Vec<_>>()
     {
