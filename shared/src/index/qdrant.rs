@@ -15,7 +15,18 @@
 //!
 //! `connect` creates the collection and the payload indexes when they are missing (idempotent,
 //! safe when several processes start at once) and checks that an existing collection has the
-//! `bm25` vector with the IDF modifier. Writes (`upsert`, `delete`) pass `wait=true`: they return
+//! `bm25` vector with the IDF modifier.
+//!
+//! A collection records the BM25 text analysis ([`TEXT_VERSION`]) its vectors were made with, in
+//! the collection's metadata (`sediment_text_version`). `connect` refuses a collection made with
+//! another one, since its keyword vectors would not match what queries compute; unlike an Edge
+//! shard, which one process owns and rebuilds by itself, a server collection is shared by every
+//! replica and worker, so dropping it is left to the operator (sediment then creates it afresh
+//! and re-indexes every stored turn). A collection without the record (made before it existed,
+//! or by a server older than 1.16, which keeps no metadata) is stamped with the current
+//! version and a warning.
+//!
+//! Writes (`upsert`, `delete`) pass `wait=true`: they return
 //! once the server has applied them, visible to `search` and `count`.
 //!
 //! Errors: a refused or lost connection, a timeout, an overloaded or unavailable server are
@@ -35,7 +46,8 @@ use qdrant_client::qdrant::{
 use qdrant_client::qdrant::{
     Condition, CountPointsBuilder, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, DeletePointsBuilder,
     FieldType, Filter, Modifier, NamedVectors, PointId, PointStruct, PointsIdsList, Query, QueryPointsBuilder,
-    SparseVectorParamsBuilder, SparseVectorsConfigBuilder, UpsertPointsBuilder, Vector, VectorInput,
+    SparseVectorParamsBuilder, SparseVectorsConfigBuilder, UpdateCollectionBuilder, UpsertPointsBuilder, Vector,
+    VectorInput,
 };
 use qdrant_client::{Payload, Qdrant, QdrantError};
 use tonic::Code;
@@ -43,7 +55,7 @@ use uuid::Uuid;
 
 use super::{
     check_dense, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult,
-    PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
+    PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS, TEXT_VERSION,
 };
 use crate::domain::Tenant;
 
@@ -55,6 +67,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_FAILED: &str = "Failed to connect to";
 /// How tonic words a broken connection, which it reports as `Unknown`.
 const TRANSPORT_ERROR: &str = "transport error";
+/// The collection metadata key that records [`TEXT_VERSION`].
+pub const TEXT_VERSION_KEY: &str = "sediment_text_version";
 
 /// The Qdrant-server implementation of [`SearchIndex`].
 pub struct QdrantIndex {
@@ -133,6 +147,10 @@ impl QdrantIndex {
                 dense.add_named_vector_params(DENSE_VECTOR, VectorParamsBuilder::new(size as u64, Distance::Cosine));
                 create = create.vectors_config(dense);
             }
+            // Set on the request itself: the builder's `metadata` takes serde_json values only
+            // with qdrant-client's `serde` feature.
+            let mut create = create.build();
+            create.metadata = text_version_metadata(TEXT_VERSION);
             match self.client.create_collection(create).await {
                 Ok(_) => {
                     self.created.store(true, std::sync::atomic::Ordering::Release);
@@ -149,18 +167,45 @@ impl QdrantIndex {
         self.check_collection().await
     }
 
+    /// Records another text analysis version for the collection, as an older build would have.
+    /// For tests.
+    #[cfg(feature = "testing")]
+    pub async fn record_other_text_version(&self, version: &str) -> IndexResult<()> {
+        self.record_text_version(version).await
+    }
+
+    /// Records `version` as the collection's text analysis (merged into its metadata).
+    async fn record_text_version(&self, version: &str) -> IndexResult<()> {
+        let mut update = UpdateCollectionBuilder::new(&self.collection).build();
+        update.metadata = text_version_metadata(version);
+        self.client.update_collection(update).await.map_err(classify)?;
+        Ok(())
+    }
+
     async fn collection_exists(&self) -> IndexResult<bool> {
         self.client.collection_exists(&self.collection).await.map_err(classify)
     }
 
-    /// Checks that the collection has the `bm25` sparse vector with the IDF modifier and, when
-    /// an embedder is configured, a `dense` vector of its dimension.
+    /// Checks that the collection was made with this version's text analysis, that it has the
+    /// `bm25` sparse vector with the IDF modifier and, when an embedder is configured, a `dense`
+    /// vector of its dimension.
     async fn check_collection(&self) -> IndexResult<()> {
         let info = self.client.collection_info(&self.collection).await.map_err(classify)?;
-        let params = info
-            .result
-            .and_then(|info| info.config)
-            .and_then(|config| config.params);
+        let config = info.result.and_then(|info| info.config);
+        let recorded = config
+            .as_ref()
+            .and_then(|config| config.metadata.get(TEXT_VERSION_KEY))
+            .map(|value| value.as_str().map_or_else(|| format!("{value:?}"), ToOwned::to_owned));
+        check_text_version(&self.collection, recorded.as_deref())?;
+        if recorded.is_none() {
+            tracing::warn!(
+                collection = %self.collection,
+                version = TEXT_VERSION,
+                "the qdrant collection does not record its text analysis version: assuming the current one"
+            );
+            self.record_text_version(TEXT_VERSION).await?;
+        }
+        let params = config.and_then(|config| config.params);
         let modifier = params
             .as_ref()
             .and_then(|params| params.sparse_vectors_config.as_ref())
@@ -367,6 +412,29 @@ impl SearchIndex for QdrantIndex {
     }
 }
 
+/// Collection metadata recording a text analysis version.
+fn text_version_metadata(version: &str) -> std::collections::HashMap<String, qdrant_client::qdrant::Value> {
+    [(TEXT_VERSION_KEY.to_owned(), version.into())].into()
+}
+
+/// Accepts a collection whose recorded text analysis is this version's, or that records none
+/// (see the module docs).
+fn check_text_version(collection: &str, recorded: Option<&str>) -> IndexResult<()> {
+    match recorded {
+        None => Ok(()),
+        Some(found) if found == TEXT_VERSION => Ok(()),
+        Some(found) => Err(IndexError::Backend(
+            format!(
+                "qdrant collection {collection:?} was indexed with text analysis version {found}, \
+                 this build uses {TEXT_VERSION}: its keyword vectors would not match queries. Delete \
+                 the collection (sediment creates it again and re-indexes every stored turn) or set \
+                 SEDIMENT_QDRANT_COLLECTION to a new name"
+            )
+            .into(),
+        )),
+    }
+}
+
 fn point_struct(point: &IndexPoint, vector: SparseVector) -> PointStruct {
     let mut payload = Payload::with_capacity(KEYWORD_FIELDS.len());
     for (key, value) in payload_terms(point) {
@@ -445,6 +513,23 @@ fn status_is_transient(status: &tonic::Status) -> bool {
 mod tests {
     use super::*;
     use crate::index::TEAM_ID;
+
+    #[test]
+    fn a_collection_of_another_text_analysis_is_refused() {
+        assert!(check_text_version("c", Some(TEXT_VERSION)).is_ok());
+        // Made before collections recorded it: accepted (and stamped by `check_collection`).
+        assert!(check_text_version("c", None).is_ok());
+        let error = check_text_version("c", Some("2")).expect_err("another version");
+        assert!(!error.is_retryable(), "{error:?}");
+        let message = error.to_string() + &format!("{:?}", error);
+        assert!(message.contains("text analysis version 2"), "{message}");
+        assert!(message.contains("SEDIMENT_QDRANT_COLLECTION"), "{message}");
+        let metadata = text_version_metadata(TEXT_VERSION);
+        assert_eq!(
+            metadata[TEXT_VERSION_KEY].as_str().map(String::as_str),
+            Some(TEXT_VERSION)
+        );
+    }
 
     #[test]
     fn connection_failures_are_transient() {

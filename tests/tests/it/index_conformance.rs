@@ -67,6 +67,28 @@ async fn qdrant_server_backend_passes_the_suite() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qdrant_server_refuses_a_collection_of_another_text_analysis() {
+    let Some(url) = std::env::var("QDRANT_URL").ok().filter(|url| !url.trim().is_empty()) else {
+        eprintln!("index conformance: Qdrant server text-version check SKIPPED (QDRANT_URL not set)");
+        return;
+    };
+    let api_key = std::env::var("QDRANT_API_KEY").ok().filter(|key| !key.is_empty());
+    let collection = format!("sediment_test_{}", uuid::Uuid::new_v4().simple());
+    let index = QdrantIndex::connect(&url, &collection, api_key.clone(), None)
+        .await
+        .expect("connect to the Qdrant server");
+    index
+        .record_other_text_version("0")
+        .await
+        .expect("record an older text version");
+    let refused = QdrantIndex::connect(&url, &collection, api_key, None).await;
+    index.drop_collection().await.expect("drop the test collection");
+    let error = refused.expect_err("a collection of another text analysis must be refused");
+    assert!(!error.is_retryable(), "{error:?}");
+    assert!(format!("{error:?}").contains("text analysis version 0"), "{error:?}");
+}
+
 #[tokio::test]
 async fn qdrant_connect_to_a_closed_port_is_retryable() {
     let started = Instant::now();
