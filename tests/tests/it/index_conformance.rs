@@ -36,14 +36,23 @@ async fn edge_backend_passes_the_suite() {
     testsuite::search_index_suite(&index).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn qdrant_server_backend_passes_the_suite() {
+/// The server from `QDRANT_URL`, its API key and a fresh collection name; `None`, after saying
+/// that `what` is skipped, when `QDRANT_URL` is not set.
+fn qdrant_server(what: &str) -> Option<(String, Option<String>, String)> {
     let Some(url) = std::env::var("QDRANT_URL").ok().filter(|url| !url.trim().is_empty()) else {
-        eprintln!("index conformance: Qdrant server backend SKIPPED (QDRANT_URL not set)");
-        return;
+        eprintln!("index conformance: Qdrant server {what} SKIPPED (QDRANT_URL not set)");
+        return None;
     };
     let api_key = std::env::var("QDRANT_API_KEY").ok().filter(|key| !key.is_empty());
     let collection = format!("sediment_test_{}", uuid::Uuid::new_v4().simple());
+    Some((url, api_key, collection))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qdrant_server_backend_passes_the_suite() {
+    let Some((url, api_key, collection)) = qdrant_server("backend") else {
+        return;
+    };
     let index = std::sync::Arc::new(
         QdrantIndex::connect(&url, &collection, api_key.clone(), Some(SUITE_DIMENSION))
             .await
@@ -69,12 +78,9 @@ async fn qdrant_server_backend_passes_the_suite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn qdrant_server_refuses_a_collection_of_another_text_analysis() {
-    let Some(url) = std::env::var("QDRANT_URL").ok().filter(|url| !url.trim().is_empty()) else {
-        eprintln!("index conformance: Qdrant server text-version check SKIPPED (QDRANT_URL not set)");
+    let Some((url, api_key, collection)) = qdrant_server("text-version check") else {
         return;
     };
-    let api_key = std::env::var("QDRANT_API_KEY").ok().filter(|key| !key.is_empty());
-    let collection = format!("sediment_test_{}", uuid::Uuid::new_v4().simple());
     let index = QdrantIndex::connect(&url, &collection, api_key.clone(), None)
         .await
         .expect("connect to the Qdrant server");
