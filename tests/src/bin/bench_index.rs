@@ -11,7 +11,9 @@
 //! `retrieval::keyword_text`, 64 sessions) are upserted back to back in `BATCH`-point writes
 //! (default 1,400, what the combiner makes of the cluster bench's paced load) until `POINTS`
 //! (default 100k), with the background optimizer as in production. Every 10k points it prints
-//! the write latency and throughput, so a cost that grows with the shard shows.
+//! the write latency, the throughput and the process's CPU time per point (writer, optimizer
+//! and text generation together: what indexing takes from cores that ingest also needs), so a
+//! cost that grows with the shard shows.
 
 use std::time::{Duration, Instant};
 
