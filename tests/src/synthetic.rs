@@ -39,12 +39,16 @@ impl Rng {
         self.0
     }
 
-    /// A term: a quarter of the time a common domain word, else one of the long tail
-    /// (rank ~ 1/u²).
+    /// A term: a quarter of the time a common domain word, else one of the long tail.
     pub fn word(&mut self) -> String {
         if self.next_u64().is_multiple_of(4) {
             return WORDS[(self.next_u64() % WORDS.len() as u64) as usize].to_owned();
         }
+        self.tail_word()
+    }
+
+    /// A term of the long tail only (rank ~ 1/u²).
+    pub fn tail_word(&mut self) -> String {
         let u = (self.next_u64() % 1_000_000) as f64 / 1_000_000.0 + 1e-6;
         let rank = ((VOCABULARY as f64) * u * u) as usize;
         format!("term{rank}")
@@ -53,7 +57,16 @@ impl Rng {
 
 /// Twelve terms and a unique tag `#seed`.
 pub fn sentence(seed: usize) -> String {
+    sentence_of(seed, Rng::word)
+}
+
+/// Like [`sentence`], with terms of the long tail only.
+pub fn tail_sentence(seed: usize) -> String {
+    sentence_of(seed, Rng::tail_word)
+}
+
+fn sentence_of(seed: usize, mut word: impl FnMut(&mut Rng) -> String) -> String {
     let mut rng = Rng(seed as u64 * 2_654_435_761 + 0x9e37_79b9);
-    let words: Vec<String> = (0..12).map(|_| rng.word()).collect();
+    let words: Vec<String> = (0..12).map(|_| word(&mut rng)).collect();
     format!("{} #{seed}", words.join(" "))
 }

@@ -19,33 +19,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use integration_tests::fake_openai::{embed_text, embed_text_dense};
+use integration_tests::synthetic::{tail_sentence, Rng};
 use shared::domain::Tenant;
 use shared::index::{EdgeIndex, Fusion, IndexPoint, IndexQuery, PointKind, SearchIndex, Strategy};
 
 const DIMENSION: usize = 384;
 const QUERIES: u64 = 300;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn word(&mut self) -> String {
-        let u = (self.next() % 1_000_000) as f64 / 1_000_000.0 + 1e-6;
-        format!("term{}", (20_000.0 * u * u) as usize)
-    }
-}
-
-fn sentence(seed: usize) -> String {
-    let mut rng = Rng(seed as u64 * 2_654_435_761 + 0x9e37_79b9);
-    let words: Vec<String> = (0..12).map(|_| rng.word()).collect();
-    format!("{} #{seed}", words.join(" "))
-}
 
 fn embed(text: &str) -> Vec<f32> {
     if std::env::var("BENCH_DENSE_VECTORS").is_ok_and(|v| v == "hashed") {
@@ -57,7 +36,7 @@ fn embed(text: &str) -> Vec<f32> {
 
 fn query(tenant: &Tenant, q: u64, strategy: Strategy) -> IndexQuery {
     let mut rng = Rng(q * 7_919 + 17);
-    let text = format!("{} {} {}", rng.word(), rng.word(), rng.word());
+    let text = format!("{} {} {}", rng.tail_word(), rng.tail_word(), rng.tail_word());
     IndexQuery {
         tenant: tenant.clone(),
         kind: PointKind::Turn,
@@ -101,7 +80,7 @@ async fn load(index: &EdgeIndex, tenant: &Tenant, items: usize) {
     for chunk in (0..items).step_by(500) {
         let points: Vec<_> = (chunk..(chunk + 500).min(items))
             .map(|i| {
-                let text = sentence(i);
+                let text = tail_sentence(i);
                 IndexPoint {
                     id: uuid::Uuid::new_v4(),
                     kind: PointKind::Turn,

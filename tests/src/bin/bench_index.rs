@@ -114,23 +114,18 @@ fn cpu_seconds() -> f64 {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("stream") {
-        let arg = |i: usize, default: usize| args.get(i).map_or(default, |a| a.parse().expect("a number"));
-        let tenant = Tenant {
-            team: "t".into(),
-            agent: "a".into(),
-            user: "u".into(),
-        };
-        stream(&tenant, arg(1, 100_000), arg(2, 1_400)).await;
-        return;
-    }
-    let dir = tempfile::tempdir().expect("temp dir");
-    let index = EdgeIndex::open(dir.path(), optimize_every(), None).expect("open index");
     let tenant = Tenant {
         team: "t".into(),
         agent: "a".into(),
         user: "u".into(),
     };
+    if args.first().map(String::as_str) == Some("stream") {
+        let arg = |i: usize, default: usize| args.get(i).map_or(default, |a| a.parse().expect("a number"));
+        stream(&tenant, arg(1, 100_000), arg(2, 1_400)).await;
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let index = EdgeIndex::open(dir.path(), optimize_every(), None).expect("open index");
     let mut n = 0;
     for batch in args
         .iter()
