@@ -24,10 +24,34 @@ use shared::store::{PostgresStore, StoreError, StoreResult, TranscriptStore};
 use uuid::Uuid;
 
 /// A memory store whose next `fail_commits` commits fail as if the process died before the
-/// transaction committed.
+/// transaction committed, and whose next `meeting_commits` commits wait for each other at
+/// `meet` before going on, so that runs race on demand rather than by chance.
 struct Crashing {
     inner: Arc<PostgresStore>,
     fail_commits: AtomicUsize,
+    meeting_commits: AtomicUsize,
+    meet: tokio::sync::Barrier,
+}
+
+impl Crashing {
+    fn failing(inner: Arc<PostgresStore>, fail_commits: usize) -> Self {
+        Self {
+            inner,
+            fail_commits: AtomicUsize::new(fail_commits),
+            meeting_commits: AtomicUsize::new(0),
+            meet: tokio::sync::Barrier::new(1),
+        }
+    }
+
+    /// The next `runs` commits each wait until all of them have arrived.
+    fn meeting(inner: Arc<PostgresStore>, runs: usize) -> Self {
+        Self {
+            inner,
+            fail_commits: AtomicUsize::new(0),
+            meeting_commits: AtomicUsize::new(runs),
+            meet: tokio::sync::Barrier::new(runs),
+        }
+    }
 }
 
 #[async_trait]
@@ -39,6 +63,13 @@ impl MemoryStore for Crashing {
             .is_ok()
         {
             return Err(StoreError::Unavailable("connection reset before COMMIT".into()));
+        }
+        if self
+            .meeting_commits
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            self.meet.wait().await;
         }
         self.inner.commit_batch(commit).await
     }
@@ -165,8 +196,11 @@ async fn racing_workers_write_each_memory_once() {
     let f = fixture().await;
     let t = tenant();
     append_facts(&f.store, &t, "s1").await;
-    let a = pipeline(f.store.clone(), f.store.clone(), f.index.clone());
-    let b = pipeline(f.store.clone(), f.store.clone(), f.index.clone());
+    // Both runs read the batch before either commits: left to chance, one run may finish
+    // before the other starts, and then finds nothing to do.
+    let meeting = Arc::new(Crashing::meeting(f.store.clone(), 2));
+    let a = pipeline(f.store.clone(), meeting.clone(), f.index.clone());
+    let b = pipeline(f.store.clone(), meeting, f.index.clone());
     let (ra, rb) = tokio::join!(a.run_batch("s1"), b.run_batch("s1"));
     let (ra, rb) = (
         ra.expect("run a").expect("a batch"),
@@ -183,10 +217,7 @@ async fn a_crash_before_the_commit_redoes_the_batch_once() {
     let f = fixture().await;
     let t = tenant();
     append_facts(&f.store, &t, "s1").await;
-    let crashing = Arc::new(Crashing {
-        inner: f.store.clone(),
-        fail_commits: AtomicUsize::new(1),
-    });
+    let crashing = Arc::new(Crashing::failing(f.store.clone(), 1));
     let p = pipeline(f.store.clone(), crashing, f.index.clone());
     let error = p.run_batch("s1").await.expect_err("the commit fails");
     assert!(error.is_retryable(), "a crash is retried, never given up: {error:?}");
