@@ -2,8 +2,8 @@
 //!
 //! Point schema (the same as the Qdrant-server backend's collection):
 //! - a sparse vector `bm25` with the IDF modifier, computed client side by [`Bm25`];
-//! - payload `team_id`, `agent_id`, `user_id`, `session_id`, `kind`, each with a keyword index
-//!   (filtered queries are ~100× slower without them);
+//! - payload `scope` (tenant and kind) and `session_id`, each with a keyword index (filtered
+//!   queries are ~100× slower without them);
 //! - a dense vector `dense` (cosine) of the embedder's dimension, when one is configured. A
 //!   shard records its dense dimension when it is created; `open` refuses a shard whose
 //!   dimension differs from the configured one (a different embedding model), since its vectors
@@ -71,8 +71,8 @@ use qdrant_edge::{Distance, EdgeVectorParams, Fusion as EdgeFusion, HnswIndexCon
 use uuid::Uuid;
 
 use super::{
-    check_dense, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult,
-    PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS, TEXT_VERSION,
+    check_dense, index_version, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery,
+    IndexResult, PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
 };
 use crate::domain::Tenant;
 use crate::metrics as m;
@@ -99,8 +99,10 @@ pub fn index_build_threads() -> usize {
 const EDGE_CONFIG_FILE: &str = "edge_config.json";
 /// Our exclusive lock on the directory.
 const LOCK_FILE: &str = "sediment.lock";
-/// Records the BM25 text analysis ([`TEXT_VERSION`]) the shard's vectors were made with.
-const TEXT_VERSION_FILE: &str = "sediment-text-version";
+/// Records the text analysis and payload layout the shard's points were made with
+/// (`index_version`). Shards from before it (which recorded the text analysis alone, in
+/// `sediment-text-version`) have none, and are rebuilt.
+const INDEX_VERSION_FILE: &str = "sediment-index-version";
 /// How long `open` waits for a previous holder of the directory lock (e.g. a dropped
 /// `EdgeIndex` whose background optimizer run is still finishing).
 const LOCK_WAIT: Duration = Duration::from_secs(30);
@@ -230,13 +232,13 @@ impl EdgeIndex {
         let dir_lock = lock_dir(dir)?;
 
         let mut created = !dir.join(EDGE_CONFIG_FILE).exists();
-        if !created && !text_version_matches(dir)? {
+        if !created && !index_version_matches(dir)? {
             // The index is derived data: rebuilding it from the store is always safe, and its
-            // keyword vectors no longer match what queries compute.
+            // keyword vectors or filters no longer match what queries compute.
             tracing::warn!(
                 dir = %dir.display(),
-                version = TEXT_VERSION,
-                "the index was built with another text analysis: rebuilding it from the store"
+                version = %index_version(),
+                "the index was built with another text analysis or payload layout: rebuilding it from the store"
             );
             clear_shard(dir)?;
             created = true;
@@ -250,7 +252,7 @@ impl EdgeIndex {
         check_config(dir, &shard.config(), dense_dimension)?;
         adopt_optimizer_settings(&shard, optimizers)?;
         if created {
-            std::fs::write(dir.join(TEXT_VERSION_FILE), TEXT_VERSION)
+            std::fs::write(dir.join(INDEX_VERSION_FILE), index_version())
                 .map_err(|e| IndexError::Unavailable(Box::new(e)))?;
         }
 
@@ -785,12 +787,8 @@ fn check_config(dir: &Path, config: &EdgeConfig, dense_dimension: Option<usize>)
 }
 
 fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>) -> Filter {
-    let keyword = |key: &str, value: &str| {
-        Condition::Field(FieldCondition::new_match(
-            field_path(key),
-            Match::from(value.to_owned()),
-        ))
-    };
+    let keyword =
+        |key: &str, value: String| Condition::Field(FieldCondition::new_match(field_path(key), Match::from(value)));
     let must = scope_terms(tenant, kind, session_id)
         .into_iter()
         .map(|(k, v)| keyword(k, v))
@@ -828,12 +826,11 @@ fn backend(error: qdrant_edge::OperationError) -> IndexError {
     IndexError::Backend(Box::new(error))
 }
 
-/// Takes the exclusive lock on `dir`, waiting up to `LOCK_WAIT` for a previous holder.
-/// Whether the shard in `dir` was built with this build's text analysis. A shard from before
-/// the version was recorded has no file and does not match.
-fn text_version_matches(dir: &Path) -> IndexResult<bool> {
-    match std::fs::read_to_string(dir.join(TEXT_VERSION_FILE)) {
-        Ok(found) => Ok(found.trim() == TEXT_VERSION),
+/// Whether the shard in `dir` was built with this build's text analysis and payload layout. A
+/// shard from before the version was recorded has no file and does not match.
+fn index_version_matches(dir: &Path) -> IndexResult<bool> {
+    match std::fs::read_to_string(dir.join(INDEX_VERSION_FILE)) {
+        Ok(found) => Ok(found.trim() == index_version()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(IndexError::Unavailable(Box::new(e))),
     }
@@ -857,6 +854,7 @@ fn clear_shard(dir: &Path) -> IndexResult<()> {
     Ok(())
 }
 
+/// Takes the exclusive lock on `dir`, waiting up to `LOCK_WAIT` for a previous holder.
 fn lock_dir(dir: &Path) -> IndexResult<File> {
     let file = File::options()
         .create(true)

@@ -6,7 +6,7 @@
 //! - a sparse vector `bm25` with the IDF modifier;
 //! - a dense vector `dense` (cosine) of the embedder's dimension, when one is configured; an
 //!   existing collection with another dimension is refused at `connect`;
-//! - payload `team_id`, `agent_id`, `user_id`, `session_id`, `kind`, each with a keyword index;
+//! - payload `scope` (tenant and kind) and `session_id`, each with a keyword index;
 //! - the point id is the item's own UUID, so indexing twice overwrites.
 //!
 //! The sparse vectors are computed here, client side, by the same BM25 model as edge's
@@ -17,14 +17,13 @@
 //! safe when several processes start at once) and checks that an existing collection has the
 //! `bm25` vector with the IDF modifier.
 //!
-//! A collection records the BM25 text analysis ([`TEXT_VERSION`]) its vectors were made with, in
-//! the collection's metadata (`sediment_text_version`). `connect` refuses a collection made with
-//! another one, since its keyword vectors would not match what queries compute; unlike an Edge
-//! shard, which one process owns and rebuilds by itself, a server collection is shared by every
-//! replica and worker, so dropping it is left to the operator (sediment then creates it afresh
-//! and re-indexes every stored turn). A collection without the record (made before it existed,
-//! or by a server older than 1.16, which keeps no metadata) is stamped with the current
-//! version and a warning.
+//! A collection records the text analysis and payload layout its points were made with
+//! (`index_version`), in the collection's metadata (`sediment_index_version`, which needs
+//! Qdrant 1.16 or later). `connect` refuses a collection that records another version, or none
+//! (made by an older sediment), since its keyword vectors or filters would not match what
+//! queries compute. Unlike an Edge shard, which one process owns and rebuilds by itself, a
+//! server collection is shared by every replica and worker, so dropping it is left to the
+//! operator; sediment then creates it afresh and re-indexes every stored turn.
 //!
 //! Writes (`upsert`, `delete`) pass `wait=true`: they return
 //! once the server has applied them, visible to `search` and `count`.
@@ -46,16 +45,15 @@ use qdrant_client::qdrant::{
 use qdrant_client::qdrant::{
     Condition, CountPointsBuilder, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, DeletePointsBuilder,
     FieldType, Filter, Modifier, NamedVectors, PointId, PointStruct, PointsIdsList, Query, QueryPointsBuilder,
-    SparseVectorParamsBuilder, SparseVectorsConfigBuilder, UpdateCollectionBuilder, UpsertPointsBuilder, Vector,
-    VectorInput,
+    SparseVectorParamsBuilder, SparseVectorsConfigBuilder, UpsertPointsBuilder, Vector, VectorInput,
 };
 use qdrant_client::{Payload, Qdrant, QdrantError};
 use tonic::Code;
 use uuid::Uuid;
 
 use super::{
-    check_dense, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery, IndexResult,
-    PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS, TEXT_VERSION,
+    check_dense, index_version, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery,
+    IndexResult, PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
 };
 use crate::domain::Tenant;
 
@@ -67,8 +65,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_FAILED: &str = "Failed to connect to";
 /// How tonic words a broken connection, which it reports as `Unknown`.
 const TRANSPORT_ERROR: &str = "transport error";
-/// The collection metadata key that records [`TEXT_VERSION`].
-pub const TEXT_VERSION_KEY: &str = "sediment_text_version";
+/// The collection metadata key that records `index_version`.
+pub const INDEX_VERSION_KEY: &str = "sediment_index_version";
 
 /// The Qdrant-server implementation of [`SearchIndex`].
 pub struct QdrantIndex {
@@ -150,7 +148,7 @@ impl QdrantIndex {
             // Set on the request itself: the builder's `metadata` takes serde_json values only
             // with qdrant-client's `serde` feature.
             let mut create = create.build();
-            create.metadata = text_version_metadata(TEXT_VERSION);
+            create.metadata = index_version_metadata(&index_version());
             match self.client.create_collection(create).await {
                 Ok(_) => {
                     self.created.store(true, std::sync::atomic::Ordering::Release);
@@ -167,17 +165,12 @@ impl QdrantIndex {
         self.check_collection().await
     }
 
-    /// Records another text analysis version for the collection, as an older build would have.
-    /// For tests.
+    /// Records another index version for the collection, as another build would have. For
+    /// tests.
     #[cfg(feature = "testing")]
-    pub async fn record_other_text_version(&self, version: &str) -> IndexResult<()> {
-        self.record_text_version(version).await
-    }
-
-    /// Records `version` as the collection's text analysis (merged into its metadata).
-    async fn record_text_version(&self, version: &str) -> IndexResult<()> {
-        let mut update = UpdateCollectionBuilder::new(&self.collection).build();
-        update.metadata = text_version_metadata(version);
+    pub async fn record_other_index_version(&self, version: &str) -> IndexResult<()> {
+        let mut update = qdrant_client::qdrant::UpdateCollectionBuilder::new(&self.collection).build();
+        update.metadata = index_version_metadata(version);
         self.client.update_collection(update).await.map_err(classify)?;
         Ok(())
     }
@@ -186,7 +179,7 @@ impl QdrantIndex {
         self.client.collection_exists(&self.collection).await.map_err(classify)
     }
 
-    /// Checks that the collection was made with this version's text analysis, that it has the
+    /// Checks that the collection was made with this build's index version, that it has the
     /// `bm25` sparse vector with the IDF modifier and, when an embedder is configured, a `dense`
     /// vector of its dimension.
     async fn check_collection(&self) -> IndexResult<()> {
@@ -194,17 +187,9 @@ impl QdrantIndex {
         let config = info.result.and_then(|info| info.config);
         let recorded = config
             .as_ref()
-            .and_then(|config| config.metadata.get(TEXT_VERSION_KEY))
+            .and_then(|config| config.metadata.get(INDEX_VERSION_KEY))
             .map(|value| value.as_str().map_or_else(|| format!("{value:?}"), ToOwned::to_owned));
-        check_text_version(&self.collection, recorded.as_deref())?;
-        if recorded.is_none() {
-            tracing::warn!(
-                collection = %self.collection,
-                version = TEXT_VERSION,
-                "the qdrant collection does not record its text analysis version: assuming the current one"
-            );
-            self.record_text_version(TEXT_VERSION).await?;
-        }
+        check_index_version(&self.collection, recorded.as_deref())?;
         let params = config.and_then(|config| config.params);
         let modifier = params
             .as_ref()
@@ -412,27 +397,30 @@ impl SearchIndex for QdrantIndex {
     }
 }
 
-/// Collection metadata recording a text analysis version.
-fn text_version_metadata(version: &str) -> std::collections::HashMap<String, qdrant_client::qdrant::Value> {
-    [(TEXT_VERSION_KEY.to_owned(), version.into())].into()
+/// Collection metadata recording an index version.
+fn index_version_metadata(version: &str) -> std::collections::HashMap<String, qdrant_client::qdrant::Value> {
+    [(INDEX_VERSION_KEY.to_owned(), version.into())].into()
 }
 
-/// Accepts a collection whose recorded text analysis is this version's, or that records none
-/// (see the module docs).
-fn check_text_version(collection: &str, recorded: Option<&str>) -> IndexResult<()> {
-    match recorded {
-        None => Ok(()),
-        Some(found) if found == TEXT_VERSION => Ok(()),
-        Some(found) => Err(IndexError::Backend(
-            format!(
-                "qdrant collection {collection:?} was indexed with text analysis version {found}, \
-                 this build uses {TEXT_VERSION}: its keyword vectors would not match queries. Delete \
-                 the collection (sediment creates it again and re-indexes every stored turn) or set \
-                 SEDIMENT_QDRANT_COLLECTION to a new name"
-            )
-            .into(),
-        )),
-    }
+/// Accepts only a collection that records this build's index version (see the module docs).
+fn check_index_version(collection: &str, recorded: Option<&str>) -> IndexResult<()> {
+    let current = index_version();
+    let found = match recorded {
+        Some(found) if found == current => return Ok(()),
+        Some(found) => format!("records index version {found:?}"),
+        None => "records no index version (it was made by an older sediment, or the server is older \
+                 than Qdrant 1.16, which keeps no collection metadata)"
+            .to_owned(),
+    };
+    Err(IndexError::Backend(
+        format!(
+            "qdrant collection {collection:?} {found}; this build indexes with {current:?}, so its \
+             keyword vectors or filters would not match queries. Delete the collection (sediment \
+             creates it again and re-indexes every stored turn) or set SEDIMENT_QDRANT_COLLECTION to \
+             a new name"
+        )
+        .into(),
+    ))
 }
 
 fn point_struct(point: &IndexPoint, vector: SparseVector) -> PointStruct {
@@ -452,7 +440,7 @@ fn point_struct(point: &IndexPoint, vector: SparseVector) -> PointStruct {
 /// Exact keyword matches on the tenant, the kind and, if given, the session (as in `edge`).
 fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>) -> Filter {
     // Spelled out: the client's `From<String>` turns a value with whitespace into a text match.
-    let keyword = |key: &str, value: &str| Condition::matches(key, MatchValue::Keyword(value.to_owned()));
+    let keyword = |key: &str, value: String| Condition::matches(key, MatchValue::Keyword(value));
     Filter::must(
         scope_terms(tenant, kind, session_id)
             .into_iter()
@@ -512,22 +500,27 @@ fn status_is_transient(status: &tonic::Status) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::TEAM_ID;
+    use crate::index::{scope_value, SCOPE, SESSION_ID};
 
     #[test]
-    fn a_collection_of_another_text_analysis_is_refused() {
-        assert!(check_text_version("c", Some(TEXT_VERSION)).is_ok());
-        // Made before collections recorded it: accepted (and stamped by `check_collection`).
-        assert!(check_text_version("c", None).is_ok());
-        let error = check_text_version("c", Some("2")).expect_err("another version");
-        assert!(!error.is_retryable(), "{error:?}");
-        let message = error.to_string() + &format!("{:?}", error);
-        assert!(message.contains("text analysis version 2"), "{message}");
-        assert!(message.contains("SEDIMENT_QDRANT_COLLECTION"), "{message}");
-        let metadata = text_version_metadata(TEXT_VERSION);
+    fn a_collection_of_another_index_version_is_refused() {
+        let current = index_version();
+        assert!(check_index_version("c", Some(&current)).is_ok());
+        for (recorded, says) in [
+            (Some("text 3, payload 1"), "records index version \"text 3, payload 1\""),
+            // Made by a build that recorded the text analysis alone, under another key.
+            (None, "records no index version"),
+        ] {
+            let error = check_index_version("c", recorded).expect_err("another version");
+            assert!(!error.is_retryable(), "{error:?}");
+            let message = crate::runtime::error_chain(&error);
+            assert!(message.contains(says), "{message}");
+            assert!(message.contains("SEDIMENT_QDRANT_COLLECTION"), "{message}");
+        }
+        let metadata = index_version_metadata(&current);
         assert_eq!(
-            metadata[TEXT_VERSION_KEY].as_str().map(String::as_str),
-            Some(TEXT_VERSION)
+            metadata[INDEX_VERSION_KEY].as_str().map(String::as_str),
+            Some(current.as_str())
         );
     }
 
@@ -568,10 +561,13 @@ mod tests {
             user: "u".to_owned(),
         };
         let filter = tenant_filter(&tenant, PointKind::Turn, Some("s 1"));
-        assert_eq!(filter.must.len(), 5);
         assert_eq!(
-            filter.must[0],
-            Condition::matches(TEAM_ID, MatchValue::Keyword("team one".to_owned()))
+            filter.must,
+            [
+                Condition::matches(SCOPE, MatchValue::Keyword(scope_value(&tenant, PointKind::Turn))),
+                Condition::matches(SESSION_ID, MatchValue::Keyword("s 1".to_owned())),
+            ]
         );
+        assert!(scope_value(&tenant, PointKind::Turn).contains("team one"));
     }
 }

@@ -213,7 +213,23 @@ pub async fn tenants_are_isolated(index: &dyn SearchIndex) {
         user: "user-2".to_owned(),
         ..tenant.clone()
     };
-    let tenants = [tenant, other_team, other_agent, other_user];
+    // Ids that would run together if the backend joined them naively into one key.
+    let joined = |team: &str, agent: &str, user: &str| Tenant {
+        team: format!("{}{team}", tenant.team),
+        agent: agent.to_owned(),
+        user: user.to_owned(),
+    };
+    let tenants = [
+        joined("/a", "b", "u"),
+        joined("", "a/b", "u"),
+        joined("", r#"a","b"#, "u"),
+        joined("", "a", r#"b","u"#),
+        joined(r"\", "a", "u"),
+        tenant,
+        other_team,
+        other_agent,
+        other_user,
+    ];
     let points: Vec<_> = tenants.iter().map(|t| turn(t, "shared secret roadmap")).collect();
     upsert(index, &points).await;
 

@@ -77,22 +77,22 @@ async fn qdrant_server_backend_passes_the_suite() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn qdrant_server_refuses_a_collection_of_another_text_analysis() {
-    let Some((url, api_key, collection)) = qdrant_server("text-version check") else {
+async fn qdrant_server_refuses_a_collection_of_another_index_version() {
+    let Some((url, api_key, collection)) = qdrant_server("index-version check") else {
         return;
     };
     let index = QdrantIndex::connect(&url, &collection, api_key.clone(), None)
         .await
         .expect("connect to the Qdrant server");
     index
-        .record_other_text_version("0")
+        .record_other_index_version("text 0, payload 0")
         .await
-        .expect("record an older text version");
+        .expect("record another index version");
     let refused = QdrantIndex::connect(&url, &collection, api_key, None).await;
     index.drop_collection().await.expect("drop the test collection");
-    let error = refused.expect_err("a collection of another text analysis must be refused");
+    let error = refused.expect_err("a collection of another index version must be refused");
     assert!(!error.is_retryable(), "{error:?}");
-    assert!(format!("{error:?}").contains("text analysis version 0"), "{error:?}");
+    assert!(format!("{error:?}").contains("text 0, payload 0"), "{error:?}");
 }
 
 #[tokio::test]
@@ -350,30 +350,51 @@ async fn edge_refuses_a_shard_of_another_dimension() {
     assert!(format!("{:#}", anyhow::Error::from(error)).contains("no dense vectors"));
 }
 
-/// A shard built with another text analysis (or before the version was recorded) is rebuilt:
-/// its keyword vectors would not match what queries compute now.
+/// A shard built with another text analysis or payload layout (or by a build that recorded
+/// only its text analysis) is rebuilt: its keyword vectors or its filters would not match
+/// what queries compute now.
 #[tokio::test]
-async fn edge_rebuilds_a_shard_of_another_text_analysis() {
+async fn edge_rebuilds_a_shard_of_another_index_version() {
     let dir = tempfile::tempdir().unwrap();
     let tenant = unique_tenant();
-    {
+    let version_file = dir.path().join("sediment-index-version");
+    let older_builds: [(&str, Option<&str>); 3] = [
+        // Before the payload layout was versioned: the text analysis alone, in another file.
+        ("the text analysis alone", None),
+        ("another payload layout", Some("text 3, payload 1")),
+        ("another text analysis", Some("text 1, payload 2")),
+    ];
+    for (what, recorded) in older_builds {
+        {
+            let index = open(&dir);
+            index
+                .upsert(&[testsuite::dense_turn(&tenant, "kept", [1.0, 0.0, 0.0, 0.0])])
+                .await
+                .unwrap();
+        }
         let index = open(&dir);
-        index
-            .upsert(&[testsuite::dense_turn(&tenant, "kept", [1.0, 0.0, 0.0, 0.0])])
-            .await
-            .unwrap();
-    }
-    let index = open(&dir);
-    assert!(!index.created(), "the same analysis loads the shard");
-    drop(index);
+        assert!(!index.created(), "the same version loads the shard");
+        assert_eq!(index.count(&tenant, shared::index::PointKind::Turn).await.unwrap(), 1);
+        drop(index);
 
-    std::fs::write(dir.path().join("sediment-text-version"), "1").unwrap();
-    let index = open(&dir);
-    assert!(
-        index.created(),
-        "another analysis means a new shard, so the store re-indexes it"
-    );
-    assert_eq!(index.count(&tenant, shared::index::PointKind::Turn).await.unwrap(), 0);
-    drop(index);
-    assert!(!open(&dir).created(), "the rebuilt shard records the current analysis");
+        match recorded {
+            Some(version) => std::fs::write(&version_file, version).unwrap(),
+            None => {
+                std::fs::remove_file(&version_file).unwrap();
+                std::fs::write(dir.path().join("sediment-text-version"), "3").unwrap();
+            }
+        }
+        let index = open(&dir);
+        assert!(index.created(), "{what}: a new shard, so the store re-indexes it");
+        assert_eq!(
+            index.count(&tenant, shared::index::PointKind::Turn).await.unwrap(),
+            0,
+            "{what}"
+        );
+        drop(index);
+        assert!(
+            !open(&dir).created(),
+            "{what}: the rebuilt shard records the current version"
+        );
+    }
 }
