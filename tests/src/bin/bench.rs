@@ -94,23 +94,29 @@ async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
     let ingest_end = Instant::now();
     latencies.sort_unstable();
     let turns = latencies.len() * BATCH;
-    let lag_at_end = app.backends.store.lag(INDEX_CONSUMER).await.expect("lag").turns;
-    if app.backends.api_runs_index_worker {
-        app.wait_indexed(Duration::from_secs(600)).await;
+    let ingested = format!(
+        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0}",
+        app.mode,
+        rate.map(|r| format!("paced at {r:.0} turns/s"))
+            .unwrap_or_else(|| "closed loop".into()),
+        latencies.len(),
+        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+        turns as f64 / SECONDS as f64,
+    );
+    if !app.backends.api_runs_index_worker {
+        println!("{ingested} | no index worker");
+        return;
     }
+    let lag_at_end = app.backends.store.lag(INDEX_CONSUMER).await.expect("lag").turns;
+    app.wait_indexed(Duration::from_secs(600)).await;
     let catch_up = ingest_end.elapsed();
     let delays = since(buckets(app, INDEX_DELAY).await, &delays_before);
     let flushes = since(buckets(app, FLUSH).await, &flushes_before);
     let writes = since(buckets(app, WRITE_POINTS).await, &writes_before);
     let updates = since(buckets(app, UPDATE).await, &updates_before);
     println!(
-        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s; edge update p50={:.1}ms p99={:.1}ms, flush p50={:.1}ms p99={:.1}ms n={}, points per write p50={:.0}",
-        app.mode,
-        rate.map(|r| format!("paced at {r:.0} turns/s")).unwrap_or_else(|| "closed loop".into()),
-        latencies.len(),
-        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
-        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
-        turns as f64 / SECONDS as f64,
+        "{ingested} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s; edge update p50={:.1}ms p99={:.1}ms, flush p50={:.1}ms p99={:.1}ms n={}, points per write p50={:.0}",
         catch_up.as_secs_f64(),
         histogram_quantile(&delays, 0.50),
         histogram_quantile(&delays, 0.99),
