@@ -80,12 +80,8 @@ impl Backends {
                 let store = SqliteStore::open(&data_dir.join("sediment.db"))
                     .await
                     .context("open the SQLite store")?;
-                let muted: &[WorkerKind] = if settings.extract.enabled {
-                    &[]
-                } else {
-                    &[WorkerKind::Extract]
-                };
-                let bus = LocalBus::new(settings.worker.max_attempts, settings.worker.retry_delay).muting(muted);
+                let bus = LocalBus::new(settings.worker.max_attempts, settings.worker.retry_delay)
+                    .muting(&muted_kinds(settings));
                 let store = Arc::new(store);
                 scenes = store.clone();
                 (
@@ -104,6 +100,7 @@ impl Backends {
                     prefix: settings.amqp_prefix.clone(),
                     max_attempts: settings.worker.max_attempts,
                     retry_delay: settings.worker.retry_delay,
+                    muted: muted_kinds(settings),
                     ..AmqpSettings::default()
                 })
                 .await
@@ -245,6 +242,16 @@ impl Backends {
             settings.layers.persona.clone(),
         );
         Ok((Arc::new(SceneHandler(runner)), Arc::new(PersonaHandler(builder))))
+    }
+}
+
+/// Worker kinds whose events nobody consumes in this deployment: `extract` when L1 extraction
+/// is off (SEDIMENT_EXTRACT=false). Each bus drops their events instead of queueing them.
+fn muted_kinds(settings: &Settings) -> Vec<WorkerKind> {
+    if settings.extract.enabled {
+        Vec::new()
+    } else {
+        vec![WorkerKind::Extract]
     }
 }
 

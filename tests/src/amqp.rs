@@ -70,6 +70,7 @@ impl TestBroker {
             max_attempts: knobs.max_attempts,
             retry_delay: knobs.retry_delay,
             queue_expires: Some(QUEUE_EXPIRES),
+            muted: Vec::new(),
         };
         let (connection, raw) = raw_channel(&settings.url).await;
         TestBroker {

@@ -19,6 +19,11 @@
 //! dead-letters to the parked exchange, so a message nacked without requeue by any client is
 //! parked rather than dropped. The attempt count travels in the `x-sediment-attempt` header.
 //!
+//! A kind that no worker serves in this deployment ([`AmqpSettings::muted`]: `extract` when
+//! L1 extraction is off) keeps its queues, but its work queue is not bound to the events
+//! exchange (a binding left by an earlier start is removed), so its events are not routed at
+//! all rather than piling up in a queue nobody consumes.
+//!
 //! Per-message TTLs expire only at the head of a queue, so a retry can wait behind a longer
 //! backoff queued before it; backoffs are capped at [`MAX_RETRY_DELAY`](super::MAX_RETRY_DELAY), which bounds that.
 //!
@@ -90,6 +95,9 @@ pub struct AmqpSettings {
     /// Tests only: `x-expires` on every queue, so the queues of a crashed test vanish. The
     /// timer runs whenever a queue has no consumer, so never set it in production.
     pub queue_expires: Option<Duration>,
+    /// Kinds no worker serves in this deployment: their events are not routed (see the module
+    /// docs). Every process of a deployment must agree, since each declares the topology.
+    pub muted: Vec<WorkerKind>,
 }
 
 impl Default for AmqpSettings {
@@ -100,6 +108,7 @@ impl Default for AmqpSettings {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             retry_delay: DEFAULT_RETRY_DELAY,
             queue_expires: None,
+            muted: Vec::new(),
         }
     }
 }
@@ -112,6 +121,7 @@ impl fmt::Debug for AmqpSettings {
             .field("max_attempts", &self.max_attempts)
             .field("retry_delay", &self.retry_delay)
             .field("queue_expires", &self.queue_expires)
+            .field("muted", &self.muted)
             .finish()
     }
 }
@@ -644,15 +654,27 @@ async fn declare_topology(channel: &Channel, settings: &AmqpSettings) -> lapin::
             .queue_declare(work_queue.as_str().into(), queue_options, to_parked)
             .await?;
         for routing_key in kind.routing_keys() {
-            channel
-                .queue_bind(
-                    work_queue.as_str().into(),
-                    events.as_str().into(),
-                    (*routing_key).into(),
-                    bind,
-                    FieldTable::default(),
-                )
-                .await?;
+            if settings.muted.contains(&kind) {
+                // RabbitMQ answers unbind-ok for a binding that does not exist.
+                channel
+                    .queue_unbind(
+                        work_queue.as_str().into(),
+                        events.as_str().into(),
+                        (*routing_key).into(),
+                        FieldTable::default(),
+                    )
+                    .await?;
+            } else {
+                channel
+                    .queue_bind(
+                        work_queue.as_str().into(),
+                        events.as_str().into(),
+                        (*routing_key).into(),
+                        bind,
+                        FieldTable::default(),
+                    )
+                    .await?;
+            }
         }
     }
     Ok(())

@@ -219,6 +219,41 @@ async fn amqp_topology_declaration_is_idempotent() {
     broker.cleanup().await;
 }
 
+/// A muted kind (extract, with extraction off) gets no events: nobody would consume them, and
+/// they would pile up in RabbitMQ. A start that unmutes it routes them again, and one that
+/// mutes it again removes the binding the previous start left.
+#[tokio::test]
+async fn amqp_muted_kind_gets_no_events() {
+    let broker = TestBroker::start("muted_kind").await;
+    let connect = |muted: &[WorkerKind]| {
+        let settings = AmqpSettings {
+            muted: muted.to_vec(),
+            ..broker.settings()
+        };
+        async move { AmqpBus::connect(settings).await.expect("connect") }
+    };
+    let depths = |bus: AmqpBus, index: u64, extract: u64| async move {
+        testsuite::eventually(&format!("index {index}, extract {extract}"), || async {
+            bus.depth(WorkerKind::Index).await.unwrap() == Some(index)
+                && bus.depth(WorkerKind::Extract).await.unwrap() == Some(extract)
+        })
+        .await;
+    };
+
+    let off = connect(&[WorkerKind::Extract]).await;
+    off.publish(&sample_event(1)).await.expect("publish");
+    depths(off, 1, 0).await;
+
+    let on = connect(&[]).await;
+    on.publish(&sample_event(2)).await.expect("publish");
+    depths(on, 2, 1).await;
+
+    let off_again = connect(&[WorkerKind::Extract]).await;
+    off_again.publish(&sample_event(3)).await.expect("publish");
+    depths(off_again, 3, 1).await;
+    broker.cleanup().await;
+}
+
 #[tokio::test]
 async fn amqp_conflicting_topology_is_a_permanent_error() {
     let broker = TestBroker::start("conflicting_topology").await;

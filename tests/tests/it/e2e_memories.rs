@@ -464,12 +464,11 @@ async fn listing_pages_filters_and_validates() {
     assert_eq!(no_tenant.status(), 400);
 }
 
-/// With extraction off, turns stay L0 only, and the in-process extract queue takes no events
-/// (nothing would ever consume them: they would pile up in memory).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn extraction_off_extracts_nothing_and_queues_nothing() {
+/// With extraction off, turns stay L0 only, and the extract queue takes no events (nothing
+/// would ever consume them: they would pile up in memory, or in RabbitMQ).
+async fn extraction_off_extracts_nothing_and_queues_nothing(mode: Mode) {
     let app = TestApp::with(
-        Mode::Embedded,
+        mode,
         Options {
             env: vec![("EXTRACT", "false".into())],
             ..Options::default()
@@ -490,4 +489,14 @@ async fn extraction_off_extracts_nothing_and_queues_nothing() {
         .unwrap()
         .iter()
         .all(|i| i["kind"] == "turn"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn embedded_extraction_off_extracts_nothing_and_queues_nothing() {
+    extraction_off_extracts_nothing_and_queues_nothing(Mode::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_extraction_off_extracts_nothing_and_queues_nothing() {
+    extraction_off_extracts_nothing_and_queues_nothing(Mode::Cluster).await;
 }
