@@ -540,6 +540,8 @@ def check_settings(by_kind: dict[str, list[dict]], config: dict, values: dict, e
         return str(value)
 
     want = {env: text(value_at(values, path)) for env, path in LAYER_ENV.items()}
+    # Without the extract worker, extraction is off everywhere (the API then routes it no events).
+    want["SEDIMENT_EXTRACT"] = text(bool(value_at(values, ("workers", "extract", "enabled"))))
     if value_at(values, ("files", "s3", "bucket")):
         want |= {env: text(value_at(values, path)) for env, path in S3_ENV.items() if value_at(values, path) not in ("", None)}
         for env in S3_ENV:
@@ -797,6 +799,8 @@ def self_test(all_options: dict, known: set[str], verbose: bool) -> list[str]:
         ("a relative files.localDir", scenario({"files": {"allowLocal": True, "localDir": "data/files"}}, base={}), "files.localDir must be an absolute path"),
         ("an S3 setting in config", scenario({"config": {"SEDIMENT_S3_BUCKET": "other"}}), "the chart sets"),
         ("a layer setting in config", scenario({"config": {"SEDIMENT_SCENE_CAP": 20}}), "the chart sets"),
+        ("extraction in config", scenario({"config": {"SEDIMENT_EXTRACT": "false"}}), "the chart sets"),
+        ("the extract worker off with the layers on", scenario({"workers": {"extract": {"enabled": False}}}), "layers.enabled needs L1 extraction"),
         ("an S3 key in secretEnv as well", scenario({"secretEnv": {"SEDIMENT_S3_ACCESS_KEY_ID": "AKID2"}}), "the chart already sets SEDIMENT_S3_ACCESS_KEY_ID"),
         ("a secret in config", scenario({"config": {"SEDIMENT_OPS_TOKEN": "0123456789abcdef"}}), "looks like a secret"),
         ("layers.scene.cap: 0", scenario({"layers": {"scene": {"cap": 0}}}), "layers.scene.cap (SEDIMENT_SCENE_CAP) must be a whole number above 0"),
@@ -850,6 +854,7 @@ def main() -> int:
     scenarios = [
         ("defaults + S3", WITH_S3, True),
         ("defaults, layers off", {"layers": {"enabled": False}}, True),
+        ("defaults, extraction off", {"layers": {"enabled": False}, "workers": {"extract": {"enabled": False}}}, True),
         ("all-options", all_options, False),
         ("all-options, keda off", deep_merge(all_options, {"keda": {"enabled": False}}), False),
         ("all-options, local files", deep_merge(all_options, {"files": {"s3": {"bucket": "", "endpoint": "", "prefix": ""}}}), False),

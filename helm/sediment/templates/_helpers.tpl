@@ -66,7 +66,14 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Environment variables the chart sets itself; `config` may not set them. */}}
 {{- define "sediment.managedEnv" -}}
-{{- list "SEDIMENT_DATABASE_URL" "SEDIMENT_AMQP_URL" "SEDIMENT_AMQP_PREFIX" "SEDIMENT_QDRANT_URL" "SEDIMENT_QDRANT_COLLECTION" "SEDIMENT_QDRANT_API_KEY" "SEDIMENT_EMBEDDING" "SEDIMENT_EMBEDDING_URL" "SEDIMENT_EMBEDDING_MODEL" "SEDIMENT_EMBEDDING_DIMENSION" "SEDIMENT_EMBEDDING_API_KEY" "SEDIMENT_MODEL_DIR" "SEDIMENT_LLM_URL" "SEDIMENT_LLM_MODEL" "SEDIMENT_LLM_API_KEY" "SEDIMENT_LISTEN" "SEDIMENT_WORKER_HEALTH_LISTEN" "SEDIMENT_SHUTDOWN_DEADLINE_MS" "SEDIMENT_S3_BUCKET" "SEDIMENT_S3_ENDPOINT" "SEDIMENT_S3_REGION" "SEDIMENT_S3_PATH_STYLE" "SEDIMENT_S3_PREFIX" "SEDIMENT_S3_ACCESS_KEY_ID" "SEDIMENT_S3_SECRET_ACCESS_KEY" "SEDIMENT_FILES_DIR" "SEDIMENT_LAYERS" | concat (keys (include "sediment.layerEnv" . | fromYaml)) | toJson }}
+{{- list "SEDIMENT_DATABASE_URL" "SEDIMENT_AMQP_URL" "SEDIMENT_AMQP_PREFIX" "SEDIMENT_QDRANT_URL" "SEDIMENT_QDRANT_COLLECTION" "SEDIMENT_QDRANT_API_KEY" "SEDIMENT_EMBEDDING" "SEDIMENT_EMBEDDING_URL" "SEDIMENT_EMBEDDING_MODEL" "SEDIMENT_EMBEDDING_DIMENSION" "SEDIMENT_EMBEDDING_API_KEY" "SEDIMENT_MODEL_DIR" "SEDIMENT_LLM_URL" "SEDIMENT_LLM_MODEL" "SEDIMENT_LLM_API_KEY" "SEDIMENT_LISTEN" "SEDIMENT_WORKER_HEALTH_LISTEN" "SEDIMENT_SHUTDOWN_DEADLINE_MS" "SEDIMENT_S3_BUCKET" "SEDIMENT_S3_ENDPOINT" "SEDIMENT_S3_REGION" "SEDIMENT_S3_PATH_STYLE" "SEDIMENT_S3_PREFIX" "SEDIMENT_S3_ACCESS_KEY_ID" "SEDIMENT_S3_SECRET_ACCESS_KEY" "SEDIMENT_FILES_DIR" "SEDIMENT_LAYERS" "SEDIMENT_EXTRACT" | concat (keys (include "sediment.layerEnv" . | fromYaml)) | toJson }}
+{{- end }}
+
+{{/* "true" while the extract worker is deployed, else empty: L1 extraction runs at all. Every
+process gets it as SEDIMENT_EXTRACT, so that without the worker the API stops routing events to
+its queue, where they would pile up. */}}
+{{- define "sediment.extract" -}}
+{{- if dig "extract" "enabled" false .Values.workers }}true{{ end }}
 {{- end }}
 
 {{/* Worker kinds that build the memory layers: deployed only while layers.enabled, and they
@@ -146,6 +153,9 @@ Checks values the Kubernetes schemas cannot: fails the render with a message nam
 {{- end }}
 {{- if not (kindIs "bool" .Values.layers.enabled) }}
 {{- fail (printf "layers.enabled must be true or false (got %s)" (toJson .Values.layers.enabled)) }}
+{{- end }}
+{{- if and .Values.layers.enabled (not (include "sediment.extract" .)) }}
+{{- fail "layers.enabled needs L1 extraction (scenes and the persona are built from memories): with workers.extract.enabled=false, set layers.enabled=false too" }}
 {{- end }}
 {{- range $env, $entry := include "sediment.layerEnv" . | fromYaml }}
 {{- $value := index $entry 1 }}
@@ -286,6 +296,7 @@ SEDIMENT_FILES_DIR: {{ $.Values.files.localDir | quote }}
 {{- end }}
 {{- end }}
 SEDIMENT_LAYERS: {{ .Values.layers.enabled | toString | quote }}
+SEDIMENT_EXTRACT: {{ include "sediment.extract" . | empty | not | toString | quote }}
 {{- range $env, $entry := include "sediment.layerEnv" . | fromYaml }}
 {{ $env }}: {{ index $entry 1 | int64 | toString | quote }}
 {{- end }}
