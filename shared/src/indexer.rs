@@ -227,6 +227,7 @@ impl Indexer {
                     tenant: turn.tenant.clone(),
                     session_id: turn.session_id.clone(),
                     text: retrieval::keyword_text(fields(turn)),
+                    tags: retrieval::turn_tags(fields(turn)),
                     dense,
                 })
                 .collect();

@@ -142,13 +142,15 @@ impl ConversationSearch {
             (Strategy::Hybrid, None) => Strategy::Keyword,
             (strategy, _) => strategy,
         };
+        let QueryText { keyword, tags, .. } = rewrite(&query.text);
         let hits = self
             .index
             .search(&IndexQuery {
                 tenant: tenant.clone(),
                 kind,
                 session_id: query.session.as_ref().map(|s| s.as_str().to_owned()),
-                text: rewrite(&query.text).keyword,
+                text: keyword,
+                tags,
                 dense,
                 strategy,
                 fusion: self.fusion,

@@ -19,10 +19,11 @@ use std::borrow::Cow;
 use qdrant_edge::bm25_embed::{EdgeBm25, EdgeBm25Config};
 use qdrant_edge::TokenizerType;
 
-/// The version of the text analysis below, and of the text turns are indexed under
-/// (`retrieval::text::keyword_text`); bump it with any change that alters vectors. "3": turns
-/// carry date tags and their role.
-pub const TEXT_VERSION: &str = "3";
+/// The version of the text analysis below, and of what turns are indexed under
+/// (`retrieval::text::keyword_text` and `turn_tags`); bump it with any change that alters
+/// vectors or tags. "3": turns carry date tags and their role; "4": the content alone, the
+/// dates as tags.
+pub const TEXT_VERSION: &str = "4";
 
 /// The letter put before a number so that the tokenizer keeps it.
 const NUMBER_MARK: char = 'n';

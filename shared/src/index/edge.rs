@@ -2,8 +2,8 @@
 //!
 //! Point schema (the same as the Qdrant-server backend's collection):
 //! - a sparse vector `bm25` with the IDF modifier, computed client side by [`Bm25`];
-//! - payload `scope` (tenant and kind) and `session_id`, each with a keyword index (filtered
-//!   queries are ~100× slower without them);
+//! - payload `scope` (tenant and kind), `session_id` and `tags`, each with a keyword index
+//!   (filtered queries are ~100× slower without them);
 //! - a dense vector `dense` (cosine) of the embedder's dimension, when one is configured. A
 //!   shard records its dense dimension when it is created; `open` refuses a shard whose
 //!   dimension differs from the configured one (a different embedding model), since its vectors
@@ -72,7 +72,8 @@ use uuid::Uuid;
 
 use super::{
     check_dense, index_version, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery,
-    IndexResult, PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
+    IndexResult, PayloadValue, Plan, PointKind, Ranking, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR,
+    KEYWORD_FIELDS, TAGS,
 };
 use crate::domain::Tenant;
 use crate::metrics as m;
@@ -543,7 +544,13 @@ impl Inner {
         let vector = sparse(self.bm25.embed_document(&point.text))?;
         let payload: serde_json::Map<String, serde_json::Value> = payload_terms(point)
             .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.into()))
+            .map(|(k, v)| {
+                let value = match v {
+                    PayloadValue::One(one) => one.into(),
+                    PayloadValue::Many(many) => many.into(),
+                };
+                (k.to_owned(), value)
+            })
             .collect();
         let mut vectors = vec![(BM25_VECTOR, vector)];
         if let Some(dense) = &point.dense {
@@ -554,46 +561,43 @@ impl Inner {
         Ok(PointStruct::new(PointId::Uuid(point.id), vectors, serde_json::Value::Object(payload)).into())
     }
 
-    /// Runs the query with the strategy resolved by the caller (`plan`): a keyword vector, a
-    /// dense vector, or both fused.
+    /// Runs the query's [`Plan`]: one channel ranked directly, or several fused.
     fn search(&self, query: &IndexQuery, keyword: Option<SparseVector>) -> IndexResult<Vec<IndexHit>> {
-        let keyword = keyword.map(sparse).transpose()?.map(|v| {
-            ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::new(
-                VectorInternal::from(v),
-                BM25_VECTOR,
-            )))
-        });
-        let semantic = query.semantic_vector(self.dense_dimension)?.map(|dense| {
-            ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::new(
-                VectorInternal::from(Vector::new_dense(dense.to_vec())),
-                DENSE_VECTOR,
-            )))
-        });
-        let (prefetches, scoring) = match (keyword, semantic) {
-            (Some(keyword), Some(semantic)) => {
-                let prefetch = |query, limit| Prefetch {
-                    prefetches: Vec::new(),
-                    query: Some(query),
-                    limit,
-                    params: None,
-                    filter: None,
-                    score_threshold: None,
-                };
-                let fusion = &query.fusion;
-                let weights = fusion.weights.map(|(k, s)| vec![k.into(), s.into()]);
-                (
-                    vec![
-                        prefetch(keyword, fusion.keyword_prefetch.max(query.limit)),
-                        prefetch(semantic, fusion.semantic_prefetch.max(query.limit)),
-                    ],
-                    ScoringQuery::Fusion(EdgeFusion::Rrf {
-                        k: fusion.rrf_k,
-                        weights,
-                    }),
-                )
+        let scoring = |ranking: Ranking<'_>| -> IndexResult<ScoringQuery> {
+            let (vector, name) = match ranking {
+                Ranking::Keyword(v) => (sparse(v)?, BM25_VECTOR),
+                Ranking::Semantic(dense) => (Vector::new_dense(dense.to_vec()), DENSE_VECTOR),
+            };
+            Ok(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::new(
+                VectorInternal::from(vector),
+                name,
+            ))))
+        };
+        let (prefetches, scoring) = match query.plan(keyword, self.dense_dimension)? {
+            Plan::Nothing => return Ok(Vec::new()),
+            Plan::Direct(ranking) => (Vec::new(), scoring(ranking)?),
+            Plan::Fused {
+                channels,
+                rrf_k,
+                weights,
+            } => {
+                let prefetches = channels
+                    .into_iter()
+                    .map(|channel| {
+                        Ok(Prefetch {
+                            prefetches: Vec::new(),
+                            query: Some(scoring(channel.ranking)?),
+                            limit: channel.limit,
+                            params: None,
+                            // The request's tenant filter applies to every prefetch as well.
+                            filter: (!channel.tags.is_empty()).then(|| tags_filter(channel.tags)),
+                            score_threshold: None,
+                        })
+                    })
+                    .collect::<IndexResult<_>>()?;
+                let weights = weights.map(|w| w.into_iter().map(Into::into).collect());
+                (prefetches, ScoringQuery::Fusion(EdgeFusion::Rrf { k: rrf_k, weights }))
             }
-            (Some(one), None) | (None, Some(one)) => (Vec::new(), one),
-            (None, None) => return Ok(Vec::new()),
         };
         let request = QueryRequest {
             prefetches,
@@ -640,10 +644,7 @@ impl SearchIndex for EdgeIndex {
         query.validate()?;
         let query = query.clone();
         self.blocking(move |inner| {
-            let keyword = query
-                .uses_keyword()
-                .then(|| inner.bm25.embed_query(&query.text))
-                .filter(|vector| !vector.is_empty());
+            let keyword = query.uses_keyword().then(|| inner.bm25.embed_query(&query.text));
             inner.search(&query, keyword)
         })
         .await
@@ -797,6 +798,19 @@ fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>) -> 
         should: None,
         min_should: None,
         must: Some(must),
+        must_not: None,
+    }
+}
+
+/// Points carrying any of `tags`.
+fn tags_filter(tags: &[String]) -> Filter {
+    Filter {
+        should: None,
+        min_should: None,
+        must: Some(vec![Condition::Field(FieldCondition::new_match(
+            field_path(TAGS),
+            Match::from(tags.to_vec()),
+        ))]),
         must_not: None,
     }
 }

@@ -6,7 +6,7 @@
 //! - a sparse vector `bm25` with the IDF modifier;
 //! - a dense vector `dense` (cosine) of the embedder's dimension, when one is configured; an
 //!   existing collection with another dimension is refused at `connect`;
-//! - payload `scope` (tenant and kind) and `session_id`, each with a keyword index;
+//! - payload `scope` (tenant and kind), `session_id` and `tags`, each with a keyword index;
 //! - the point id is the item's own UUID, so indexing twice overwrites.
 //!
 //! The sparse vectors are computed here, client side, by the same BM25 model as edge's
@@ -45,7 +45,7 @@ use qdrant_client::qdrant::{
 use qdrant_client::qdrant::{
     Condition, CountPointsBuilder, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, DeletePointsBuilder,
     FieldType, Filter, Modifier, NamedVectors, PointId, PointStruct, PointsIdsList, Query, QueryPointsBuilder,
-    SparseVectorParamsBuilder, SparseVectorsConfigBuilder, UpsertPointsBuilder, Vector, VectorInput,
+    RepeatedStrings, SparseVectorParamsBuilder, SparseVectorsConfigBuilder, UpsertPointsBuilder, Vector, VectorInput,
 };
 use qdrant_client::{Payload, Qdrant, QdrantError};
 use tonic::Code;
@@ -53,7 +53,8 @@ use uuid::Uuid;
 
 use super::{
     check_dense, index_version, payload_terms, scope_terms, Bm25, IndexError, IndexHit, IndexPoint, IndexQuery,
-    IndexResult, PointKind, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR, KEYWORD_FIELDS,
+    IndexResult, PayloadValue, Plan, PointKind, Ranking, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR,
+    KEYWORD_FIELDS, TAGS,
 };
 use crate::domain::Tenant;
 
@@ -286,42 +287,57 @@ impl SearchIndex for QdrantIndex {
         query.validate()?;
         let keyword = if query.uses_keyword() {
             let text = query.text.clone();
-            Some(self.embed(move |bm25| bm25.embed_query(&text)).await?).filter(|v| !v.is_empty())
+            Some(self.embed(move |bm25| bm25.embed_query(&text)).await?)
         } else {
             None
-        }
-        .map(|v| Query::new_nearest(VectorInput::new_sparse(v.indices, v.values)));
-        let semantic = query
-            .semantic_vector(self.dense_dimension)?
-            .map(|dense| Query::new_nearest(VectorInput::new_dense(dense.to_vec())));
+        };
+        let ranking = |ranking: Ranking<'_>| match ranking {
+            Ranking::Keyword(v) => (
+                Query::new_nearest(VectorInput::new_sparse(v.indices, v.values)),
+                BM25_VECTOR,
+            ),
+            Ranking::Semantic(dense) => (Query::new_nearest(VectorInput::new_dense(dense.to_vec())), DENSE_VECTOR),
+        };
         let filter = tenant_filter(&query.tenant, query.kind, query.session_id.as_deref());
         let request = QueryPointsBuilder::new(&self.collection);
-        let request = match (keyword, semantic) {
-            (Some(keyword), Some(semantic)) => {
-                let fusion = &query.fusion;
-                let prefetch = |query: Query, using: &str, limit: usize| {
-                    PrefetchQueryBuilder::default()
-                        .query(query)
-                        .using(using)
-                        .filter(filter.clone())
-                        .limit(limit as u64)
-                };
-                let mut rrf = RrfBuilder::with_k(fusion.rrf_k as u32);
-                if let Some((k, s)) = fusion.weights {
-                    rrf = rrf.weights(vec![k, s]);
+        let request = match query.plan(keyword, self.dense_dimension)? {
+            Plan::Nothing => return Ok(Vec::new()),
+            Plan::Direct(one) => {
+                let (one, using) = ranking(one);
+                request.query(one).using(using)
+            }
+            Plan::Fused {
+                channels,
+                rrf_k,
+                weights,
+            } => {
+                let mut rrf = RrfBuilder::with_k(rrf_k as u32);
+                if let Some(weights) = weights {
+                    rrf = rrf.weights(weights);
                 }
-                request
-                    .add_prefetch(prefetch(keyword, BM25_VECTOR, fusion.keyword_prefetch.max(query.limit)))
-                    .add_prefetch(prefetch(
-                        semantic,
-                        DENSE_VECTOR,
-                        fusion.semantic_prefetch.max(query.limit),
-                    ))
+                channels
+                    .into_iter()
+                    .fold(request, |request, channel| {
+                        let mut filter = filter.clone();
+                        if !channel.tags.is_empty() {
+                            filter.must.push(Condition::matches(
+                                TAGS,
+                                MatchValue::Keywords(RepeatedStrings {
+                                    strings: channel.tags.to_vec(),
+                                }),
+                            ));
+                        }
+                        let (query, using) = ranking(channel.ranking);
+                        request.add_prefetch(
+                            PrefetchQueryBuilder::default()
+                                .query(query)
+                                .using(using)
+                                .filter(filter)
+                                .limit(channel.limit as u64),
+                        )
+                    })
                     .query(Query::new_rrf(rrf))
             }
-            (Some(keyword), None) => request.query(keyword).using(BM25_VECTOR),
-            (None, Some(semantic)) => request.query(semantic).using(DENSE_VECTOR),
-            (None, None) => return Ok(Vec::new()),
         };
         let request = request
             .filter(filter)
@@ -426,7 +442,10 @@ fn check_index_version(collection: &str, recorded: Option<&str>) -> IndexResult<
 fn point_struct(point: &IndexPoint, vector: SparseVector) -> PointStruct {
     let mut payload = Payload::with_capacity(KEYWORD_FIELDS.len());
     for (key, value) in payload_terms(point) {
-        payload.insert(key, value);
+        match value {
+            PayloadValue::One(one) => payload.insert(key, one),
+            PayloadValue::Many(many) => payload.insert(key, many),
+        }
     }
     // An empty vector (no searchable token) is stored too; it is never matched.
     let mut vectors =

@@ -28,6 +28,7 @@ pub async fn search_index_suite(index: &dyn SearchIndex) {
     semantic_needs_a_vector(index).await;
     dense_dimension_is_checked(index).await;
     hybrid_fuses_both_channels_by_rrf(index).await;
+    tags_add_a_narrowed_channel(index).await;
     hybrid_without_a_vector_is_keyword(index).await;
     hybrid_and_semantic_are_tenant_isolated(index).await;
     scope_ids_lists_the_scope(index).await;
@@ -65,6 +66,7 @@ pub fn turn(tenant: &Tenant, text: &str) -> IndexPoint {
         tenant: tenant.clone(),
         session_id: "s1".to_owned(),
         text: text.to_owned(),
+        tags: Vec::new(),
         dense: None,
     }
 }
@@ -76,6 +78,7 @@ pub fn query(tenant: &Tenant, text: &str) -> IndexQuery {
         kind: PointKind::Turn,
         session_id: None,
         text: text.to_owned(),
+        tags: Vec::new(),
         limit: 10,
         dense: None,
         strategy: Strategy::Keyword,
@@ -291,6 +294,7 @@ pub async fn upsert_overwrites_by_id(index: &dyn SearchIndex) {
     upsert(index, std::slice::from_ref(&old)).await;
     let new = IndexPoint {
         text: "beta rollout summary".to_owned(),
+        tags: Vec::new(),
         ..old.clone()
     };
     upsert(index, std::slice::from_ref(&new)).await;
@@ -433,6 +437,114 @@ fn code_word(i: usize) -> String {
         .map(|d| DIGITS[usize::from(d - b'0')] as char)
         .collect();
     format!("zq{digits}x")
+}
+
+/// A query with tags runs each channel twice, over the scope and over the points with any of
+/// the tags, and fuses them by RRF: a tagged point gains a place. Tags are exact, any one
+/// suffices, they stay within the tenant, and an upsert replaces them.
+pub async fn tags_add_a_narrowed_channel(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let tagged = |text: &str, tags: &[&str]| IndexPoint {
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        ..turn(&tenant, text)
+    };
+    // Keyword "alpha" alone ranks shorter documents first: nov > apr > may > plain.
+    let nov = tagged("alpha", &["m202511", "d20251110"]);
+    let apr = tagged("alpha beta", &["m202604", "d20260420"]);
+    let may = tagged("alpha beta gamma", &["m202605"]);
+    let plain = turn(&tenant, "alpha beta gamma delta");
+    let other_tenant = IndexPoint {
+        tags: vec!["m202604".to_owned()],
+        ..turn(&unique_tenant(), "alpha")
+    };
+    upsert(
+        index,
+        &[
+            nov.clone(),
+            apr.clone(),
+            may.clone(),
+            plain.clone(),
+            other_tenant.clone(),
+        ],
+    )
+    .await;
+    let with_tags = |tags: &[&str]| IndexQuery {
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        ..query(&tenant, "alpha")
+    };
+    let k = Fusion::default().rrf_k;
+    let rrf = |p| rrf_score(p, k, 1.0);
+
+    assert_eq!(
+        search_ids(index, &query(&tenant, "alpha")).await,
+        vec![nov.id, apr.id, may.id, plain.id],
+        "keyword alone"
+    );
+    let hits = search(index, &with_tags(&["m202604", "d20991231"])).await;
+    let expected = [
+        (apr.id, rrf(1) + rrf(0)),
+        (nov.id, rrf(0)),
+        (may.id, rrf(2)),
+        (plain.id, rrf(3)),
+    ];
+    assert_eq!(hits.len(), expected.len(), "{hits:?}");
+    for (hit, (id, score)) in hits.iter().zip(expected) {
+        assert_eq!(hit.id, id, "tagged order {hits:?}");
+        assert!((hit.score - score).abs() < 1e-6, "score {} != {score}", hit.score);
+    }
+    assert_eq!(
+        search_ids(index, &with_tags(&["d20251110"])).await[0],
+        nov.id,
+        "a day tag"
+    );
+    assert_eq!(
+        search_ids(index, &with_tags(&["m2026"])).await,
+        vec![nov.id, apr.id, may.id, plain.id],
+        "tags match exactly, not by prefix"
+    );
+    let theirs = IndexQuery {
+        tags: vec!["m202604".to_owned()],
+        ..query(&other_tenant.tenant, "alpha")
+    };
+    assert_eq!(
+        search_ids(index, &theirs).await,
+        vec![other_tenant.id],
+        "tenant isolation"
+    );
+
+    upsert(
+        index,
+        &[IndexPoint {
+            tags: Vec::new(),
+            ..apr.clone()
+        }],
+    )
+    .await;
+    assert_eq!(
+        search_ids(index, &with_tags(&["m202604"])).await,
+        vec![nov.id, apr.id, may.id, plain.id],
+        "an upsert replaces the tags"
+    );
+
+    // The semantic channel gets its tagged copy too.
+    let tenant = unique_tenant();
+    let near = dense_turn(&tenant, "one", [1.0, 0.0, 0.0, 0.0]);
+    let tagged_far = IndexPoint {
+        tags: vec!["m202604".to_owned()],
+        ..dense_turn(&tenant, "two", [0.6, 0.8, 0.0, 0.0])
+    };
+    upsert(index, &[near.clone(), tagged_far.clone()]).await;
+    let semantic = IndexQuery {
+        tags: vec!["m202604".to_owned()],
+        ..dense_query(&tenant, "", [1.0, 0.0, 0.0, 0.0], Strategy::Semantic)
+    };
+    let hits = search(index, &semantic).await;
+    let expected = [(tagged_far.id, rrf(1) + rrf(0)), (near.id, rrf(0))];
+    assert_eq!(hits.len(), expected.len(), "{hits:?}");
+    for (hit, (id, score)) in hits.iter().zip(expected) {
+        assert_eq!(hit.id, id, "semantic tagged order {hits:?}");
+        assert!((hit.score - score).abs() < 1e-6, "score {} != {score}", hit.score);
+    }
 }
 
 /// Semantic queries rank by cosine similarity, best first, and score it.

@@ -354,6 +354,7 @@ impl Pipeline {
                 kind: PointKind::Memory,
                 session_id: None,
                 text: card.content.clone(),
+                tags: Vec::new(),
                 strategy: if dense.is_some() {
                     Strategy::Semantic
                 } else {
@@ -659,6 +660,7 @@ impl MemoryIndexer {
                     tenant: m.tenant.clone(),
                     session_id: m.session_id.clone(),
                     text: m.content.clone(),
+                    tags: Vec::new(),
                     dense,
                 })
                 .collect();

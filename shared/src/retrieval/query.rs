@@ -1,8 +1,9 @@
 //! The query each channel runs, rewritten from the caller's text without an LLM.
 //!
 //! - Keyword: question words dropped (BM25's English stopwords miss a few, and it has no
-//!   Chinese ones, so 什么, 哪个, 吗 would match every chatty turn), then the tags of the days
-//!   and months the question mentions, which [`super::text::keyword_text`] puts on every turn.
+//!   Chinese ones, so 什么, 哪个, 吗 would match every chatty turn).
+//! - Tags: the days and months the question mentions, as [`super::text::turn_tags`] tags
+//!   turns; the index runs each channel once more within the turns that carry one.
 //! - Dense: the question, plus the long form of each date it mentions ("in March?" →
 //!   "in March? (March 2026)"), which the sentence model relates to dates better than the bare
 //!   month name.
@@ -19,21 +20,25 @@ use super::dates::mentioned_dates;
 pub struct QueryText {
     pub keyword: String,
     pub dense: String,
+    pub tags: Vec<String>,
 }
 
 impl QueryText {
     pub fn new(query: &str, today: NaiveDate) -> Self {
         let dates = mentioned_dates(query, today);
-        let mut keyword = strip_question_words(query);
         let mut dense = query.to_owned();
+        let mut tags = Vec::with_capacity(dates.len());
         for date in dates {
-            keyword.push(' ');
-            keyword.push_str(&date.tag());
+            tags.push(date.tag());
             dense.push_str(" (");
             dense.push_str(&date.long());
             dense.push(')');
         }
-        Self { keyword, dense }
+        Self {
+            keyword: strip_question_words(query),
+            dense,
+            tags,
+        }
     }
 }
 
@@ -107,23 +112,21 @@ mod tests {
     }
 
     #[test]
-    fn keyword_query_loses_question_words_and_gains_date_tags() {
+    fn keyword_query_loses_question_words_and_dates_become_tags() {
         let q = QueryText::new("What's my dog called again?", today());
         assert_eq!(q.keyword, "my dog called");
         assert_eq!(q.dense, "What's my dog called again?");
+        assert!(q.tags.is_empty());
         let q = QueryText::new("What did we decide about the deployment platform in April?", today());
-        assert_eq!(
-            q.keyword,
-            "What did we decide about the deployment platform in April m202604"
-        );
+        assert_eq!(q.keyword, "What did we decide about the deployment platform in April");
         assert_eq!(
             q.dense,
             "What did we decide about the deployment platform in April? (April 2026)"
         );
-        assert_eq!(
-            QueryText::new("What did we migrate on 2026-01-05?", today()).keyword,
-            "What did we migrate on 2026-01-05 d20260105"
-        );
+        assert_eq!(q.tags, ["m202604"]);
+        let q = QueryText::new("What did we migrate on 2026-01-05?", today());
+        assert_eq!(q.keyword, "What did we migrate on 2026-01-05");
+        assert_eq!(q.tags, ["d20260105"]);
     }
 
     #[test]
@@ -131,10 +134,9 @@ mod tests {
         assert_eq!(strip_question_words("我家那只狗叫啥来着？"), "狗叫");
         assert_eq!(strip_question_words("我们搬到了哪个城市？"), "搬到了 城市");
         assert_eq!(strip_question_words("需要了解的目的是什么"), "需要了解的目的是");
-        assert_eq!(
-            QueryText::new("3月14日我们迁移了什么？", today()).keyword,
-            "3月14日 迁移了 d20260314"
-        );
+        let q = QueryText::new("3月14日我们迁移了什么？", today());
+        assert_eq!(q.keyword, "3月14日 迁移了");
+        assert_eq!(q.tags, ["d20260314"]);
     }
 
     #[test]

@@ -1,15 +1,16 @@
 //! The texts an L0 turn is indexed under, one per channel.
 //!
 //! Measured by the retrieval benchmark (`tests/QUALITY.md`), which calls these functions:
-//! - keyword (BM25): the turn's day and month as tags, its role, its content, and a tag for
-//!   each full date the content writes, so that "what did we decide in April?" (rewritten to
-//!   `m202604` by [`super::query`]) finds the turn of that month;
+//! - keyword (BM25): the content;
+//! - tags (exact match, [`turn_tags`]): the turn's day and month, and each full date the
+//!   content writes, so that "what did we decide in April?" (tagged `m202604` by
+//!   [`super::query`]) finds the turn of that month;
 //! - dense: the content alone, except a short user turn, which gets the previous turn before
 //!   it. A terse answer ("Noodle.") means nothing without the question it answers, while a
 //!   date or a speaker in front of a full sentence only blurs its vector.
 //!
-//! L1 memories are indexed from their content alone: they are already statements, and the
-//! dates of a turn are not theirs.
+//! L1 memories are indexed from their content alone, without tags: they are already
+//! statements, and the dates of a turn are not theirs.
 
 use chrono::{DateTime, Utc};
 
@@ -32,24 +33,29 @@ pub struct TurnFields<'a> {
     pub created_at: DateTime<Utc>,
 }
 
-/// The BM25 text of a turn: `[m202603 d20260314] user: content d20260105`.
+/// The BM25 text of a turn: its content.
 ///
-/// No ISO date in the prefix: the day and month tags say it in tokens a question can be
-/// rewritten to, and `2026-03-14` would add three number tokens shared by every turn of the day.
+/// Until `TEXT_VERSION` 4 it also carried the role and the date tags of [`turn_tags`]. The
+/// role did not change what was found (`tests/QUALITY.md`), and every one of those tokens is
+/// shared by most recent turns: edge's appendable segment then spends most of a write walking
+/// their posting lists (profiled in `bench cluster ingest`). The tags are exact-match payload now.
 pub fn keyword_text(turn: TurnFields<'_>) -> String {
+    turn.content.to_owned()
+}
+
+/// The tags of a turn ([`crate::index::IndexPoint::tags`]): the month and day it was written
+/// (`m202603`, `d20260314`), and each full date its content writes (`2026-01-05` →
+/// `d20260105`), so that "what did we decide in April?" (tagged `m202604` by [`super::query`])
+/// narrows a channel to the turns of that month.
+pub fn turn_tags(turn: TurnFields<'_>) -> Vec<String> {
     let date = turn.created_at.date_naive();
-    let mut out = format!(
-        "[{} {}] {}: {}",
-        DateMention::of_month(date).tag(),
-        DateMention::of_day(date).tag(),
-        turn.role.as_str(),
-        turn.content
-    );
-    for mention in full_dates(turn.content) {
-        out.push(' ');
-        out.push_str(&mention.tag());
+    let mut tags = vec![DateMention::of_month(date).tag(), DateMention::of_day(date).tag()];
+    for tag in full_dates(turn.content).into_iter().map(DateMention::tag) {
+        if !tags.contains(&tag) {
+            tags.push(tag);
+        }
     }
-    out
+    tags
 }
 
 /// The text a turn's dense vector is computed from, cut to [`EMBED_MAX_CHARS`] on a character
@@ -88,14 +94,14 @@ mod tests {
     }
 
     #[test]
-    fn keyword_text_carries_date_tags_and_role() {
+    fn keyword_text_is_the_content_and_dates_are_tags() {
+        let migrate = turn(Role::User, "We migrate the billing DB on 2026-01-05, not 2026-03-14.");
+        assert_eq!(keyword_text(migrate), migrate.content);
+        assert_eq!(turn_tags(migrate), ["m202603", "d20260314", "d20260105"]);
+        assert_eq!(turn_tags(turn(Role::Assistant, "好的")), ["m202603", "d20260314"]);
         assert_eq!(
-            keyword_text(turn(Role::User, "We migrate the billing DB on 2026-01-05.")),
-            "[m202603 d20260314] user: We migrate the billing DB on 2026-01-05. d20260105"
-        );
-        assert_eq!(
-            keyword_text(turn(Role::Assistant, "好的")),
-            "[m202603 d20260314] assistant: 好的"
+            turn_tags(turn(Role::User, "2026年1月5日 和 2026-01-05 是同一天")),
+            ["m202603", "d20260314", "d20260105"]
         );
     }
 

@@ -43,6 +43,7 @@ fn query(tenant: &Tenant, q: u64, strategy: Strategy) -> IndexQuery {
         session_id: None,
         dense: Some(embed(&text)),
         text,
+        tags: Vec::new(),
         limit: 10,
         strategy,
         fusion: Fusion::default(),
@@ -88,6 +89,7 @@ async fn load(index: &EdgeIndex, tenant: &Tenant, items: usize) {
                     session_id: format!("s{}", (i / 1_000) % 50),
                     dense: Some(embed(&text)),
                     text,
+                    tags: Vec::new(),
                 }
             })
             .collect();

@@ -7,8 +7,8 @@
 //! ```
 //!
 //! `stream` is the index worker's write path under sustained ingest, without HTTP or the
-//! store: turns as the worker indexes them (synthetic text with the date and role tags of
-//! `retrieval::keyword_text`, 64 sessions) are upserted back to back in `BATCH`-point writes
+//! store: turns as the worker indexes them (synthetic text and date tags, by
+//! `retrieval::keyword_text` and `turn_tags`, 64 sessions) are upserted back to back in `BATCH`-point writes
 //! (default 1,400, what the combiner makes of the cluster bench's paced load) until `POINTS`
 //! (default 100k), with the background optimizer as in production. Every 10k points it prints
 //! the write latency, the throughput and the process's CPU time per point (writer, optimizer
@@ -21,7 +21,7 @@ use integration_tests::synthetic::sentence;
 use shared::domain::Role;
 use shared::domain::Tenant;
 use shared::index::{EdgeIndex, Fusion, IndexPoint, IndexQuery, PointKind, SearchIndex, Strategy};
-use shared::retrieval::{keyword_text, TurnFields};
+use shared::retrieval::{keyword_text, turn_tags, TurnFields};
 
 fn point(tenant: &Tenant, i: usize) -> IndexPoint {
     IndexPoint {
@@ -33,6 +33,7 @@ fn point(tenant: &Tenant, i: usize) -> IndexPoint {
             "turn {i} about database index replica backup 订单 索引 latency {}",
             i % 977
         ),
+        tags: Vec::new(),
         dense: None,
     }
 }
@@ -40,16 +41,18 @@ fn point(tenant: &Tenant, i: usize) -> IndexPoint {
 /// A turn's point as the index worker makes it (`indexer::index_pending`).
 fn turn_point(tenant: &Tenant, i: usize) -> IndexPoint {
     let content = sentence(i);
+    let fields = TurnFields {
+        role: Role::User,
+        content: &content,
+        created_at: chrono::Utc::now(),
+    };
     IndexPoint {
         id: uuid::Uuid::new_v4(),
         kind: PointKind::Turn,
         tenant: tenant.clone(),
         session_id: format!("s{}", i % 64),
-        text: keyword_text(TurnFields {
-            role: Role::User,
-            content: &content,
-            created_at: chrono::Utc::now(),
-        }),
+        text: keyword_text(fields),
+        tags: turn_tags(fields),
         dense: None,
     }
 }
@@ -189,6 +192,7 @@ async fn main() {
             kind: PointKind::Turn,
             session_id: None,
             text: format!("replica {}", q % 977),
+            tags: Vec::new(),
             limit: 10,
             dense: None,
             strategy: Strategy::Keyword,

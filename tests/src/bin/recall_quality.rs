@@ -409,6 +409,16 @@ impl Bench {
         texts
     }
 
+    fn turn_tags(&self, shape: TextShape) -> Vec<Vec<String>> {
+        let mut tags = Vec::with_capacity(self.dataset.turn_count());
+        for owner in &self.dataset.owners {
+            for (s, session) in owner.sessions.iter().enumerate() {
+                tags.extend((0..session.turns.len()).map(|t| shape.tags(owner, s, t)));
+            }
+        }
+        tags
+    }
+
     async fn index(&mut self, keyword_text: TextShape, dense_text: TextShape) -> anyhow::Result<Arc<EdgeIndex>> {
         if let Some((index, _)) = self.indexes.get(&(keyword_text, dense_text)) {
             return Ok(Arc::clone(index));
@@ -423,6 +433,7 @@ impl Bench {
         // would have, so semantic search goes through a built HNSW graph.
         let index = tokio::task::spawn_blocking(move || EdgeIndex::open(&path, 0, Some(dimension))).await??;
         let keyword_texts = self.turn_texts(keyword_text);
+        let mut tags = self.turn_tags(keyword_text);
         let mut points = Vec::with_capacity(keyword_texts.len());
         let mut i = 0;
         for owner in &self.dataset.owners {
@@ -434,6 +445,7 @@ impl Bench {
                         tenant: owner.tenant.clone(),
                         session_id: session.id.clone(),
                         text: keyword_texts[i].clone(),
+                        tags: std::mem::take(&mut tags[i]),
                         dense: Some(self.vectors.get(&dense_texts[i]).to_vec()),
                     });
                     i += 1;
@@ -494,6 +506,7 @@ impl Bench {
                 kind: PointKind::Turn,
                 session_id: None,
                 text: variant.rewrite.keyword_text(&q.text, today),
+                tags: variant.rewrite.tags(&q.text, today),
                 dense: match strategy {
                     Strategy::Keyword => None,
                     Strategy::Semantic | Strategy::Hybrid => Some(self.vectors.get(dense_text).to_vec()),

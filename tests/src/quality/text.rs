@@ -151,15 +151,7 @@ impl TextShape {
         let s = &owner.sessions[session];
         let t = &s.turns[turn];
         if self.product {
-            let fields = shared::retrieval::TurnFields {
-                role: match t.role {
-                    Role::User => shared::domain::Role::User,
-                    Role::Assistant => shared::domain::Role::Assistant,
-                },
-                content: &t.content,
-                // Only the day is read; noon keeps it the same day in any reading.
-                created_at: s.date.and_hms_opt(12, 0, 0).expect("noon exists").and_utc(),
-            };
+            let fields = product_fields(owner, session, turn);
             return if self.previous == Previous::None {
                 shared::retrieval::keyword_text(fields)
             } else {
@@ -200,6 +192,16 @@ impl TextShape {
             }
         }
         out
+    }
+
+    /// The tags of turn `turn` of session `session` of `owner`: the service's for the
+    /// product's keyword shape, none for the others (they write dates into the text).
+    pub fn tags(self, owner: &Owner, session: usize, turn: usize) -> Vec<String> {
+        if self.product && self.previous == Previous::None {
+            shared::retrieval::turn_tags(product_fields(owner, session, turn))
+        } else {
+            Vec::new()
+        }
     }
 }
 
@@ -305,6 +307,15 @@ impl Rewrite {
         text
     }
 
+    /// The tags of the query: the service's for the product rewrite, none for the others.
+    pub fn tags(self, question: &str, today: NaiveDate) -> Vec<String> {
+        if self.product {
+            shared::retrieval::QueryText::new(question, today).tags
+        } else {
+            Vec::new()
+        }
+    }
+
     pub fn dense_text(self, question: &str, today: NaiveDate) -> String {
         if self.product {
             return shared::retrieval::QueryText::new(question, today).dense;
@@ -318,6 +329,21 @@ impl Rewrite {
             }
         }
         text
+    }
+}
+
+/// A turn as the service sees it.
+fn product_fields(owner: &Owner, session: usize, turn: usize) -> shared::retrieval::TurnFields<'_> {
+    let s = &owner.sessions[session];
+    let t = &s.turns[turn];
+    shared::retrieval::TurnFields {
+        role: match t.role {
+            Role::User => shared::domain::Role::User,
+            Role::Assistant => shared::domain::Role::Assistant,
+        },
+        content: &t.content,
+        // Only the day is read; noon keeps it the same day in any reading.
+        created_at: s.date.and_hms_opt(12, 0, 0).expect("noon exists").and_utc(),
     }
 }
 
