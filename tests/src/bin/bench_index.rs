@@ -8,12 +8,12 @@
 //!
 //! `stream` is the index worker's write path under sustained ingest, without HTTP or the
 //! store: turns as the worker indexes them (synthetic text and date tags, by
-//! `retrieval::keyword_text` and `turn_tags`, 64 sessions) are upserted back to back in `BATCH`-point writes
-//! (default 1,400, what the combiner makes of the cluster bench's paced load) until `POINTS`
-//! (default 100k), with the background optimizer as in production. Every 10k points it prints
-//! the write latency, the throughput and the process's CPU time per point (writer, optimizer
-//! and text generation together: what indexing takes from cores that ingest also needs), so a
-//! cost that grows with the shard shows.
+//! `retrieval::keyword_text` and `turn_tags`, 64 sessions) are upserted back to back in
+//! `BATCH`-point writes (default 1,400, what the combiner makes of the cluster bench's paced
+//! load) until `POINTS` (default 100k), with the background optimizer as in production. Every
+//! 10k points it prints the write latency, the throughput and the process's CPU time per point
+//! (writer, optimizer and text generation together: what indexing takes from cores that ingest
+//! also needs), so a cost that grows with the shard shows.
 
 use std::time::{Duration, Instant};
 

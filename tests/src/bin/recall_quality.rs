@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use integration_tests::quality::metrics::Scores;
 use integration_tests::quality::text::{Rewrite, TextShape};
-use integration_tests::quality::{Dataset, GenConfig, Lang, QuestionKind};
+use integration_tests::quality::{Dataset, GenConfig, Lang, Owner, QuestionKind};
 use shared::embed::{EmbedResult, Embedder, LocalEmbedder};
 use shared::index::{EdgeIndex, Fusion, IndexPoint, IndexQuery, PointKind, SearchIndex, Strategy};
 use uuid::Uuid;
@@ -399,24 +399,19 @@ struct Bench {
 }
 
 impl Bench {
-    fn turn_texts(&self, shape: TextShape) -> Vec<String> {
-        let mut texts = Vec::with_capacity(self.dataset.turn_count());
+    /// `f(owner, session, turn)` for every turn of the dataset, in dataset order.
+    fn per_turn<T>(&self, f: impl Fn(&Owner, usize, usize) -> T) -> Vec<T> {
+        let mut out = Vec::with_capacity(self.dataset.turn_count());
         for owner in &self.dataset.owners {
             for (s, session) in owner.sessions.iter().enumerate() {
-                texts.extend((0..session.turns.len()).map(|t| shape.render(owner, s, t)));
+                out.extend((0..session.turns.len()).map(|t| f(owner, s, t)));
             }
         }
-        texts
+        out
     }
 
-    fn turn_tags(&self, shape: TextShape) -> Vec<Vec<String>> {
-        let mut tags = Vec::with_capacity(self.dataset.turn_count());
-        for owner in &self.dataset.owners {
-            for (s, session) in owner.sessions.iter().enumerate() {
-                tags.extend((0..session.turns.len()).map(|t| shape.tags(owner, s, t)));
-            }
-        }
-        tags
+    fn turn_texts(&self, shape: TextShape) -> Vec<String> {
+        self.per_turn(|owner, s, t| shape.render(owner, s, t))
     }
 
     async fn index(&mut self, keyword_text: TextShape, dense_text: TextShape) -> anyhow::Result<Arc<EdgeIndex>> {
@@ -433,7 +428,7 @@ impl Bench {
         // would have, so semantic search goes through a built HNSW graph.
         let index = tokio::task::spawn_blocking(move || EdgeIndex::open(&path, 0, Some(dimension))).await??;
         let keyword_texts = self.turn_texts(keyword_text);
-        let mut tags = self.turn_tags(keyword_text);
+        let mut tags = self.per_turn(|owner, s, t| keyword_text.tags(owner, s, t));
         let mut points = Vec::with_capacity(keyword_texts.len());
         let mut i = 0;
         for owner in &self.dataset.owners {
