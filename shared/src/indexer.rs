@@ -9,13 +9,12 @@
 //!
 //! # Embeddings
 //! With an embedder, each turn's point also carries a dense vector, computed here, off the
-//! ingest path. Both channels' texts are shaped by `retrieval::text` (date tags for BM25, the
-//! previous turn before a terse user answer for the vector). If the provider is unavailable
-//! the batch fails and is retried (the turns wait, rather than being indexed without a vector
-//! they would never get). If it refuses a batch
-//! for good, the turns are indexed for keyword search alone and
-//! `sediment_embedding_skipped_turns_total` counts them: a poison batch must not stop the
-//! session's indexing forever.
+//! ingest path. Every channel's text is shaped by `retrieval::text` (the content for BM25, date
+//! tags beside it, the previous turn before a terse user answer for the vector). If the
+//! provider is unavailable the batch fails and is retried (the turns wait, rather than being
+//! indexed without a vector they would never get). If it refuses a batch for good, the turns
+//! are indexed for keyword search alone and `sediment_embedding_skipped_turns_total` counts
+//! them: a poison batch must not stop the session's indexing forever.
 //!
 //! # One run per session per process
 //! Under load a hot session gets a wake-up for almost every append, and a worker takes up to
