@@ -126,7 +126,7 @@ impl Backends {
                     .await
                     .context("join the index opener")?
                     .context("open the Qdrant Edge index")?;
-                Arc::new(index)
+                Arc::new(index.with_background_nice(settings.index_nice))
             }
             IndexBackend::Qdrant { url, collection } => {
                 let api_key = settings.qdrant_api_key.as_ref().map(|key| key.expose().to_owned());

@@ -10,6 +10,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::index::DEFAULT_BACKGROUND_NICE;
+
 /// Prefix of every environment variable sediment reads.
 pub const ENV_PREFIX: &str = "SEDIMENT_";
 
@@ -342,6 +344,9 @@ pub struct Settings {
     pub db_pool_size: usize,
     /// Upserts between two index optimizations.
     pub index_optimize_every: usize,
+    /// Nice value (0 to 19) of the embedded index's writes and optimizer runs; 0 gives them the
+    /// priority of requests.
+    pub index_nice: i32,
     pub limits: Limits,
     pub worker: WorkerSettings,
     /// How long shutdown may spend draining in-flight work.
@@ -589,6 +594,7 @@ impl Settings {
             amqp_prefix,
             db_pool_size: positive(vars, "DB_POOL_SIZE", 16)?,
             index_optimize_every: positive(vars, "INDEX_OPTIMIZE_EVERY", 5_000)?,
+            index_nice: nice(vars, "INDEX_NICE", DEFAULT_BACKGROUND_NICE)?,
             limits: Limits {
                 max_body_bytes: positive(vars, "MAX_BODY_BYTES", 1024 * 1024)?,
                 max_turns_per_request: positive(vars, "MAX_TURNS_PER_REQUEST", 1_000)?,
@@ -660,6 +666,15 @@ where
     Ok(value)
 }
 
+/// A nice value a thread may give itself without privileges: 0 (normal) to 19 (lowest).
+fn nice(vars: &HashMap<String, String>, key: &str, default: i32) -> Result<i32, ConfigError> {
+    let value = parse(vars, key, default)?;
+    if !(0..=crate::background::MAX_NICE).contains(&value) {
+        return Err(invalid(key, format!("{value} is not a nice value from 0 to 19")));
+    }
+    Ok(value)
+}
+
 fn millis(vars: &HashMap<String, String>, key: &str, default: u64) -> Result<Duration, ConfigError> {
     positive(vars, key, default).map(Duration::from_millis)
 }
@@ -690,6 +705,18 @@ mod tests {
         assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(s.limits.max_body_bytes, 1024 * 1024);
         assert_eq!(s.limits.max_turns_per_request, 1_000);
+    }
+
+    #[test]
+    fn index_nice_is_a_nice_value() {
+        let nice = |v: &str| Settings::from_map(&map(&[("INDEX_NICE", v)])).map(|s| s.index_nice);
+        assert_eq!(Settings::from_map(&HashMap::new()).unwrap().index_nice, 10);
+        assert_eq!(nice("0").unwrap(), 0);
+        assert_eq!(nice("19").unwrap(), 19);
+        for bad in ["20", "-1", "low"] {
+            let err = nice(bad).unwrap_err().to_string();
+            assert!(err.starts_with("SEDIMENT_INDEX_NICE"), "{bad}: {err}");
+        }
     }
 
     #[test]

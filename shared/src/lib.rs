@@ -20,6 +20,7 @@
 //! - Binaries and glue code use `anyhow::Result` with `.context("verb object")`.
 
 pub mod backends;
+pub mod background;
 pub mod bus;
 pub mod config;
 pub mod context;

@@ -25,6 +25,15 @@
 //!
 //! Optimizer runs are serialized by `optimize_lock`.
 //!
+//! # Priority
+//! Writes and optimizer runs run at nice [`DEFAULT_BACKGROUND_NICE`] (see `crate::background`;
+//! `with_background_nice` changes it), searches and counts at the priority of the requests
+//! that wait for them. Under a load that fills the cores, ingest and queries keep their
+//! latency and the index's backlog grows instead, to be worked off as the load falls. The one
+//! request that waits for a write, a memory edited through the API, answers later then. So does
+//! a query that needs a lock a write holds (the segment it updates; the segment holder during
+//! an optimizer's swap): it waits for that write at the write's priority.
+//!
 //! # Durability
 //! `upsert` and `delete` return after `EdgeShard::flush` (WAL and every segment, fsynced).
 //! `update` alone is not enough: it writes the WAL to an unsynced mmap, and `EdgeShard::load` in
@@ -32,8 +41,8 @@
 //!
 //! # Optimization
 //! Edge never optimizes by itself. After at least `optimize_every` upserted points, the upsert
-//! that crosses the threshold starts one background run (`spawn_blocking`, at most one at a
-//! time) and returns without waiting for it.
+//! that crosses the threshold starts one background run (on a blocking thread, at most one at
+//! a time) and returns without waiting for it.
 //!
 //! Two settings keep a run cheap enough to happen while queries are served:
 //! - segments are capped at [`DEFAULT_MAX_SEGMENT_KB`]. Edge's default cap (hundreds of MB)
@@ -75,6 +84,7 @@ use super::{
     IndexResult, PayloadValue, Plan, PointKind, Ranking, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR,
     KEYWORD_FIELDS, TAGS,
 };
+use crate::background;
 use crate::domain::Tenant;
 use crate::metrics as m;
 use crate::runtime::error_chain;
@@ -98,6 +108,10 @@ pub fn index_build_threads() -> usize {
 /// Edge persists its config under this name (`EDGE_CONFIG_FILE`, crate-private in 0.7.2); its
 /// presence means the shard was created before.
 const EDGE_CONFIG_FILE: &str = "edge_config.json";
+/// The nice value writes and optimizer runs get by default: their threads get a tenth of the
+/// CPU share of a request's or a query's while both want the cores (Linux weights nice 10 at
+/// 110 against 1024 at 0), and all of it when requests leave the cores idle.
+pub const DEFAULT_BACKGROUND_NICE: i32 = 10;
 /// Our exclusive lock on the directory.
 const LOCK_FILE: &str = "sediment.lock";
 /// Records the text analysis and payload layout the shard's points were made with
@@ -150,6 +164,8 @@ impl Drop for LeaderGuard<'_> {
 /// The Qdrant Edge implementation of [`SearchIndex`].
 pub struct EdgeIndex {
     inner: Arc<Inner>,
+    /// The nice value of writes and optimizer runs.
+    background_nice: i32,
 }
 
 struct Inner {
@@ -275,13 +291,23 @@ impl EdgeIndex {
             optimizations: AtomicU64::new(0),
         };
         inner.ensure_payload_indexes()?;
-        Ok(Self { inner: Arc::new(inner) })
+        Ok(Self {
+            inner: Arc::new(inner),
+            background_nice: DEFAULT_BACKGROUND_NICE,
+        })
+    }
+
+    /// Runs writes and optimizer runs at nice value `nice` (0 to 19) instead of
+    /// [`DEFAULT_BACKGROUND_NICE`]; 0 runs them at the priority of queries and requests.
+    pub fn with_background_nice(mut self, nice: i32) -> Self {
+        self.background_nice = nice.clamp(0, background::MAX_NICE);
+        self
     }
 
     /// Runs the optimizer now and waits for it (after a background run in progress, if any).
     /// Returns whether it changed any segment.
     pub async fn optimize(&self) -> IndexResult<bool> {
-        self.blocking(Inner::optimize).await
+        self.background(Inner::optimize).await
     }
 
     /// The shard's segment count, points and indexed vectors, for benchmarks.
@@ -331,6 +357,19 @@ impl EdgeIndex {
             .map_err(|e| IndexError::Backend(Box::new(e)))?
     }
 
+    /// Like `blocking`, at the background priority: for writes and optimizer runs (see the
+    /// module docs).
+    async fn background<T, F>(&self, f: F) -> IndexResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> IndexResult<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        background::spawn_blocking(self.background_nice, move || f(&inner))
+            .await
+            .map_err(|e| IndexError::Backend(Box::new(e)))?
+    }
+
     /// Counts upserted points and starts a background optimizer run when due.
     fn note_upserted(&self, points: usize) {
         let inner = &self.inner;
@@ -352,7 +391,7 @@ impl EdgeIndex {
         inner.upserted_since_optimize.fetch_sub(pending, Ordering::AcqRel);
         let inner = Arc::clone(inner);
         metrics::gauge!(m::INDEX_OPTIMIZING).set(1.0);
-        tokio::task::spawn_blocking(move || {
+        background::spawn_blocking(self.background_nice, move || {
             let started = Instant::now();
             let result = catch_unwind(AssertUnwindSafe(|| inner.optimize()));
             let elapsed = started.elapsed();
@@ -632,7 +671,7 @@ impl SearchIndex for EdgeIndex {
         }
         let count = points.len();
         let points = points.to_vec();
-        self.blocking(move |inner| inner.upsert(&points)).await?;
+        self.background(move |inner| inner.upsert(&points)).await?;
         self.note_upserted(count);
         Ok(())
     }
@@ -689,8 +728,10 @@ impl SearchIndex for EdgeIndex {
             return Ok(());
         }
         let ids = ids.iter().copied().map(PointId::Uuid).collect();
-        self.blocking(move |inner| inner.write(UpdateOperation::PointOperation(PointOperations::DeletePoints { ids })))
-            .await
+        self.background(move |inner| {
+            inner.write(UpdateOperation::PointOperation(PointOperations::DeletePoints { ids }))
+        })
+        .await
     }
 
     async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64> {
@@ -905,4 +946,55 @@ fn panic_detail(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("unknown panic")
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// The nice value of each live thread of this process named `name`, from `/proc`.
+    fn nice_of_threads_named(name: &str) -> Vec<i32> {
+        let mut found = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").expect("list threads").flatten() {
+            let path = task.path();
+            let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+                continue;
+            };
+            if comm.trim_end() != name {
+                continue;
+            }
+            let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+                continue;
+            };
+            // After the parenthesised name, nice is the 17th field.
+            let after_name = &stat[stat.rfind(')').expect("stat has a name") + 2..];
+            let nice = after_name.split(' ').nth(16).expect("stat has a nice field");
+            found.push(nice.parse().expect("nice is a number"));
+        }
+        found
+    }
+
+    #[tokio::test]
+    async fn writes_run_on_threads_at_the_background_nice_value() {
+        let dir = tempfile::tempdir().unwrap();
+        // A value no other test in this process uses, so the threads found are this index's.
+        let index = EdgeIndex::open(dir.path(), 0, None).unwrap().with_background_nice(13);
+        let tenant = Tenant {
+            team: "t".into(),
+            agent: "a".into(),
+            user: "u".into(),
+        };
+        let point = IndexPoint {
+            id: Uuid::new_v4(),
+            kind: PointKind::Turn,
+            tenant,
+            session_id: "s1".into(),
+            text: "the blue heron".into(),
+            tags: Vec::new(),
+            dense: None,
+        };
+        index.upsert(&[point]).await.unwrap();
+        // Idle pool threads live on for tokio's keep-alive (10 s), long after this check.
+        assert_eq!(nice_of_threads_named("sediment-nice13"), vec![13]);
+    }
 }

@@ -8,9 +8,12 @@
 //! Ingest: for 1, 16 and 64 concurrent clients, each sends append requests of `BATCH` turns to
 //! its own session for `SECONDS`; reports request latency p50/p99 and turns/s, then the time
 //! until the index caught up (index lag). Search: loads `SEARCH_TURNS` turns into one tenant
-//! and times `SEARCH_QUERIES` queries. With `BENCH_NO_WORKER=1` no index worker runs: ingest
-//! alone, as when workers run on other machines (run `ingest` only then). L1 extraction is
-//! off unless `BENCH_WITH_EXTRACT=1`: these numbers are for the L0 path.
+//! and times `SEARCH_QUERIES` queries. With `BENCH_NO_WORKER=1`
+//! no index worker runs: ingest alone, as when workers run on other machines (run `ingest`
+//! only then). `mixed` times searches of one more client during the paced ingest at 64
+//! clients. `BENCH_INDEX_NICE=0` runs index writes at the requests' priority rather than
+//! the default nice 10. L1 extraction is off unless `BENCH_WITH_EXTRACT=1`: these numbers are
+//! for the L0 path.
 //!
 //! Recall (`recall`): loads 10k, then 100k turns into one tenant with dense vectors from the
 //! scripted embeddings endpoint (384 dimensions, as all-MiniLM-L6-v2, every dimension used;
@@ -45,6 +48,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// returned, so latency = clients / throughput) or open loop (`rate` = total turns/s, spread
 /// evenly over the clients: latency is the service time at that load).
 async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
+    ingest_with(app, clients, rate, false).await;
+}
+
+/// [`ingest`], and with `searching` one more client that searches the tenant being written, one
+/// query after another, for as long: the latency of recall under ingest load.
+async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching: bool) {
     let t = tenant();
     let delays_before = buckets(app, INDEX_DELAY).await;
     let flushes_before = buckets(app, FLUSH).await;
@@ -87,11 +96,47 @@ async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
             latencies
         });
     }
+    let searcher = searching.then(|| {
+        let (app_client, base, t) = (app.client.clone(), app.base.clone(), t.clone());
+        tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut q = 0u64;
+            while Instant::now() < deadline {
+                let mut rng = Rng(q * 7_919 + 17);
+                q += 1;
+                let start = Instant::now();
+                let r = app_client
+                    .post(format!("{base}/v1/conversations/search"))
+                    .header(api::TEAM_HEADER, &t.team)
+                    .header(api::AGENT_HEADER, &t.agent)
+                    .header(api::USER_HEADER, &t.user)
+                    .json(&json!({"query": format!("{} {}", rng.word(), rng.word()), "limit": 10}))
+                    .send()
+                    .await
+                    .expect("send");
+                assert_eq!(r.status(), 200);
+                let _: Value = r.json().await.expect("json");
+                latencies.push(start.elapsed());
+            }
+            latencies
+        })
+    });
     let mut latencies = Vec::new();
     while let Some(l) = tasks.join_next().await {
         latencies.extend(l.expect("client"));
     }
     let ingest_end = Instant::now();
+    if let Some(searcher) = searcher {
+        let mut searches = searcher.await.expect("searcher");
+        searches.sort_unstable();
+        println!(
+            "{:?} search while ingesting: queries={} p50={:.2}ms p99={:.2}ms",
+            app.mode,
+            searches.len(),
+            percentile(&searches, 0.50).as_secs_f64() * 1e3,
+            percentile(&searches, 0.99).as_secs_f64() * 1e3,
+        );
+    }
     latencies.sort_unstable();
     let turns = latencies.len() * BATCH;
     let ingested = format!(
@@ -335,6 +380,10 @@ async fn main() {
     if let Ok(every) = std::env::var("BENCH_OPTIMIZE_EVERY") {
         env.push(("INDEX_OPTIMIZE_EVERY", every));
     }
+    // For comparing index priorities (`SEDIMENT_INDEX_NICE`; 0 is the requests' own).
+    if let Ok(nice) = std::env::var("BENCH_INDEX_NICE") {
+        env.push(("INDEX_NICE", nice));
+    }
     if let Some(fake) = &fake {
         env.push(("EMBEDDING", "openai".to_owned()));
         env.push(("EMBEDDING_URL", fake.base_url()));
@@ -352,6 +401,9 @@ async fn main() {
         for clients in [16, 64] {
             ingest(&app, clients, Some(5_000.0)).await;
         }
+    }
+    if what == "mixed" {
+        ingest_with(&app, 64, Some(5_000.0), true).await;
     }
     if what == "all" || what == "search" {
         search(&app).await;
