@@ -8,7 +8,7 @@
 //! Ingest: for 1, 16 and 64 concurrent clients, each sends append requests of `BATCH` turns to
 //! its own session for `SECONDS`; reports request latency p50/p99 and turns/s, then the time
 //! until the index caught up (index lag). Search: loads `SEARCH_TURNS` turns into one tenant
-//! and times `SEARCH_QUERIES` queries. With `BENCH_NO_WORKER=1`
+//! and times `SEARCH_QUERIES` queries, without a date and with one. With `BENCH_NO_WORKER=1`
 //! no index worker runs: ingest alone, as when workers run on other machines (run `ingest`
 //! only then). `mixed` times searches of one more client during the paced ingest at 64
 //! clients. `BENCH_INDEX_NICE=0` runs index writes at the requests' priority rather than
@@ -251,23 +251,37 @@ async fn search(app: &TestApp) {
         app.mode,
         load.elapsed().as_secs_f64()
     );
-    let mut latencies = Vec::with_capacity(SEARCH_QUERIES);
-    for q in 0..SEARCH_QUERIES {
-        let mut rng = Rng(q as u64 * 7_919 + 17);
-        let (a, b) = (rng.word(), rng.word());
-        let start = Instant::now();
-        let r = app.search(&t, json!({"query": format!("{a} {b}"), "limit": 10})).await;
-        assert_eq!(r.status(), 200);
-        let _: Value = r.json().await.expect("json");
-        latencies.push(start.elapsed());
+    // A date in the query adds a copy of the keyword channel narrowed to the turns tagged with
+    // it: this month's tag is on every turn loaded here (the narrowed copy is as large as the
+    // whole), another month's on none.
+    let today = chrono::Utc::now().date_naive();
+    let this_month = today.format("%B").to_string();
+    let other_month = (today - chrono::Months::new(6)).format("%B").to_string();
+    for (label, suffix) in [
+        ("no date", String::new()),
+        ("this month, every turn tagged", format!(" in {this_month}")),
+        ("another month, no turn tagged", format!(" in {other_month}")),
+    ] {
+        let mut latencies = Vec::with_capacity(SEARCH_QUERIES);
+        for q in 0..SEARCH_QUERIES {
+            let mut rng = Rng(q as u64 * 7_919 + 17);
+            let (a, b) = (rng.word(), rng.word());
+            let start = Instant::now();
+            let r = app
+                .search(&t, json!({"query": format!("{a} {b}{suffix}"), "limit": 10}))
+                .await;
+            assert_eq!(r.status(), 200);
+            let _: Value = r.json().await.expect("json");
+            latencies.push(start.elapsed());
+        }
+        latencies.sort_unstable();
+        println!(
+            "{:?} search over {SEARCH_TURNS} turns (HTTP round trip, limit 10), {label}: p50={:.2}ms p99={:.2}ms",
+            app.mode,
+            percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+            percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+        );
     }
-    latencies.sort_unstable();
-    println!(
-        "{:?} search over {SEARCH_TURNS} turns (HTTP round trip, limit 10): p50={:.2}ms p99={:.2}ms",
-        app.mode,
-        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
-        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
-    );
 }
 
 const RECALL_QUERIES: usize = 1_000;
