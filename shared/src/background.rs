@@ -55,7 +55,7 @@ fn pool(nice: i32) -> Handle {
     runtime.handle().clone()
 }
 
-/// Sets the calling thread's nice value. Failing to only costs priority, so it logs.
+/// Sets the calling thread's nice value. A failure costs only priority, so it is logged.
 #[cfg(target_os = "linux")]
 fn lower_priority(nice: i32) {
     let thread = rustix::thread::gettid();
