@@ -297,10 +297,11 @@ impl EdgeIndex {
         })
     }
 
-    /// Runs writes and optimizer runs at nice value `nice` (0 to 19) instead of
-    /// [`DEFAULT_BACKGROUND_NICE`]; 0 runs them at the priority of queries and requests.
+    /// Runs writes and optimizer runs at nice value `nice` (0 to 19; others are clamped to it)
+    /// instead of [`DEFAULT_BACKGROUND_NICE`]; 0 runs them at the priority of queries and
+    /// requests.
     pub fn with_background_nice(mut self, nice: i32) -> Self {
-        self.background_nice = nice.clamp(0, background::MAX_NICE);
+        self.background_nice = nice;
         self
     }
 
@@ -346,15 +347,13 @@ impl EdgeIndex {
         self.inner.optimizations.load(Ordering::Acquire)
     }
 
+    /// Runs `f` on a blocking thread at the priority of requests: for searches and counts.
     async fn blocking<T, F>(&self, f: F) -> IndexResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Inner) -> IndexResult<T> + Send + 'static,
     {
-        let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || f(&inner))
-            .await
-            .map_err(|e| IndexError::Backend(Box::new(e)))?
+        self.blocking_at(0, f).await
     }
 
     /// Like `blocking`, at the background priority: for writes and optimizer runs (see the
@@ -364,8 +363,16 @@ impl EdgeIndex {
         T: Send + 'static,
         F: FnOnce(&Inner) -> IndexResult<T> + Send + 'static,
     {
+        self.blocking_at(self.background_nice, f).await
+    }
+
+    async fn blocking_at<T, F>(&self, nice: i32, f: F) -> IndexResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> IndexResult<T> + Send + 'static,
+    {
         let inner = Arc::clone(&self.inner);
-        background::spawn_blocking(self.background_nice, move || f(&inner))
+        background::spawn_blocking(nice, move || f(&inner))
             .await
             .map_err(|e| IndexError::Backend(Box::new(e)))?
     }
