@@ -44,6 +44,22 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+/// `p50=…ms p99=…ms` of latencies sorted ascending.
+fn p50_p99(sorted: &[Duration]) -> String {
+    format!(
+        "p50={:.2}ms p99={:.2}ms",
+        percentile(sorted, 0.50).as_secs_f64() * 1e3,
+        percentile(sorted, 0.99).as_secs_f64() * 1e3,
+    )
+}
+
+/// Query number `q` of a run: `words` words drawn from the synthetic vocabulary, the same for
+/// the same `q` in every run.
+fn query_words(q: usize, words: usize) -> String {
+    let mut rng = Rng(q as u64 * 7_919 + 17);
+    (0..words).map(|_| rng.word()).collect::<Vec<_>>().join(" ")
+}
+
 /// Closed loop (`rate` = None: each client sends its next request as soon as the last one
 /// returned, so latency = clients / throughput) or open loop (`rate` = total turns/s, spread
 /// evenly over the clients: latency is the service time at that load).
@@ -96,57 +112,46 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
             latencies
         });
     }
-    let searcher = searching.then(|| {
-        let (app_client, base, t) = (app.client.clone(), app.base.clone(), t.clone());
-        tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut q = 0u64;
-            while Instant::now() < deadline {
-                let mut rng = Rng(q * 7_919 + 17);
-                q += 1;
-                let start = Instant::now();
-                let r = app_client
-                    .post(format!("{base}/v1/conversations/search"))
-                    .header(api::TEAM_HEADER, &t.team)
-                    .header(api::AGENT_HEADER, &t.agent)
-                    .header(api::USER_HEADER, &t.user)
-                    .json(&json!({"query": format!("{} {}", rng.word(), rng.word()), "limit": 10}))
-                    .send()
-                    .await
-                    .expect("send");
-                assert_eq!(r.status(), 200);
-                let _: Value = r.json().await.expect("json");
-                latencies.push(start.elapsed());
-            }
-            latencies
-        })
-    });
-    let mut latencies = Vec::new();
-    while let Some(l) = tasks.join_next().await {
-        latencies.extend(l.expect("client"));
-    }
-    let ingest_end = Instant::now();
-    if let Some(searcher) = searcher {
-        let mut searches = searcher.await.expect("searcher");
+    let searches = async {
+        let mut latencies = Vec::new();
+        let mut q = 0;
+        while searching && Instant::now() < deadline {
+            let query = query_words(q, 2);
+            q += 1;
+            let start = Instant::now();
+            let r = app.search(&t, json!({"query": query, "limit": 10})).await;
+            assert_eq!(r.status(), 200);
+            let _: Value = r.json().await.expect("json");
+            latencies.push(start.elapsed());
+        }
+        latencies
+    };
+    let clients_done = async {
+        let mut latencies = Vec::new();
+        while let Some(l) = tasks.join_next().await {
+            latencies.extend(l.expect("client"));
+        }
+        (latencies, Instant::now())
+    };
+    let (mut searches, (mut latencies, ingest_end)) = tokio::join!(searches, clients_done);
+    if searching {
         searches.sort_unstable();
         println!(
-            "{:?} search while ingesting: queries={} p50={:.2}ms p99={:.2}ms",
+            "{:?} search while ingesting: queries={} {}",
             app.mode,
             searches.len(),
-            percentile(&searches, 0.50).as_secs_f64() * 1e3,
-            percentile(&searches, 0.99).as_secs_f64() * 1e3,
+            p50_p99(&searches)
         );
     }
     latencies.sort_unstable();
     let turns = latencies.len() * BATCH;
     let ingested = format!(
-        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} p50={:.2}ms p99={:.2}ms turns/s={:.0}",
+        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} {} turns/s={:.0}",
         app.mode,
         rate.map(|r| format!("paced at {r:.0} turns/s"))
             .unwrap_or_else(|| "closed loop".into()),
         latencies.len(),
-        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
-        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+        p50_p99(&latencies),
         turns as f64 / SECONDS as f64,
     );
     if !app.backends.api_runs_index_worker {
@@ -264,22 +269,18 @@ async fn search(app: &TestApp) {
     ] {
         let mut latencies = Vec::with_capacity(SEARCH_QUERIES);
         for q in 0..SEARCH_QUERIES {
-            let mut rng = Rng(q as u64 * 7_919 + 17);
-            let (a, b) = (rng.word(), rng.word());
+            let query = format!("{}{suffix}", query_words(q, 2));
             let start = Instant::now();
-            let r = app
-                .search(&t, json!({"query": format!("{a} {b}{suffix}"), "limit": 10}))
-                .await;
+            let r = app.search(&t, json!({"query": query, "limit": 10})).await;
             assert_eq!(r.status(), 200);
             let _: Value = r.json().await.expect("json");
             latencies.push(start.elapsed());
         }
         latencies.sort_unstable();
         println!(
-            "{:?} search over {SEARCH_TURNS} turns (HTTP round trip, limit 10), {label}: p50={:.2}ms p99={:.2}ms",
+            "{:?} search over {SEARCH_TURNS} turns (HTTP round trip, limit 10), {label}: {}",
             app.mode,
-            percentile(&latencies, 0.50).as_secs_f64() * 1e3,
-            percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+            p50_p99(&latencies)
         );
     }
 }
@@ -346,8 +347,7 @@ async fn recall(app: &TestApp) {
         for strategy in ["keyword", "semantic", "hybrid"] {
             let mut latencies = Vec::with_capacity(RECALL_QUERIES);
             for q in 0..RECALL_QUERIES {
-                let mut rng = Rng(q as u64 * 7_919 + 17);
-                let query = format!("{} {} {}", rng.word(), rng.word(), rng.word());
+                let query = query_words(q, 3);
                 let start = Instant::now();
                 let body = app
                     .recall_ok(&t, json!({"query": query, "strategy": strategy, "limit": 10}))
@@ -357,10 +357,9 @@ async fn recall(app: &TestApp) {
             }
             latencies.sort_unstable();
             println!(
-                "{:?} recall over {items} items, {strategy}: p50={:.2}ms p99={:.2}ms",
+                "{:?} recall over {items} items, {strategy}: {}",
                 app.mode,
-                percentile(&latencies, 0.50).as_secs_f64() * 1e3,
-                percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+                p50_p99(&latencies)
             );
         }
     }
