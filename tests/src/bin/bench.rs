@@ -60,6 +60,16 @@ fn query_words(q: usize, words: usize) -> String {
     (0..words).map(|_| rng.word()).collect::<Vec<_>>().join(" ")
 }
 
+/// One conversation search of `query` (limit 10) as `t`, timed over the HTTP round trip and
+/// reading the body.
+async fn timed_search(app: &TestApp, t: &shared::domain::Tenant, query: &str) -> Duration {
+    let start = Instant::now();
+    let r = app.search(t, json!({"query": query, "limit": 10})).await;
+    assert_eq!(r.status(), 200);
+    let _: Value = r.json().await.expect("json");
+    start.elapsed()
+}
+
 /// Closed loop (`rate` = None: each client sends its next request as soon as the last one
 /// returned, so latency = clients / throughput) or open loop (`rate` = total turns/s, spread
 /// evenly over the clients: latency is the service time at that load).
@@ -116,13 +126,8 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
         let mut latencies = Vec::new();
         let mut q = 0;
         while searching && Instant::now() < deadline {
-            let query = query_words(q, 2);
+            latencies.push(timed_search(app, &t, &query_words(q, 2)).await);
             q += 1;
-            let start = Instant::now();
-            let r = app.search(&t, json!({"query": query, "limit": 10})).await;
-            assert_eq!(r.status(), 200);
-            let _: Value = r.json().await.expect("json");
-            latencies.push(start.elapsed());
         }
         latencies
     };
@@ -270,11 +275,7 @@ async fn search(app: &TestApp) {
         let mut latencies = Vec::with_capacity(SEARCH_QUERIES);
         for q in 0..SEARCH_QUERIES {
             let query = format!("{}{suffix}", query_words(q, 2));
-            let start = Instant::now();
-            let r = app.search(&t, json!({"query": query, "limit": 10})).await;
-            assert_eq!(r.status(), 200);
-            let _: Value = r.json().await.expect("json");
-            latencies.push(start.elapsed());
+            latencies.push(timed_search(app, &t, &query).await);
         }
         latencies.sort_unstable();
         println!(
