@@ -11,9 +11,10 @@
 //! and times `SEARCH_QUERIES` queries, without a date and with one. With `BENCH_NO_WORKER=1`
 //! no index worker runs: ingest alone, as when workers run on other machines (run `ingest`
 //! only then). `mixed` times searches of one more client during the paced ingest at 64
-//! clients. `BENCH_INDEX_NICE=0` runs index writes at the requests' priority rather than
-//! the default nice 10. L1 extraction is off unless `BENCH_WITH_EXTRACT=1`: these numbers are
-//! for the L0 path.
+//! clients. `SEDIMENT_*` settings in the environment apply to the app under test
+//! (`SEDIMENT_INDEX_NICE=0` runs index writes at the requests' priority, say), except where
+//! its state lives. L1 extraction is off unless `BENCH_WITH_EXTRACT=1`: these numbers are for
+//! the L0 path.
 //!
 //! Recall (`recall`): loads 10k, then 100k turns into one tenant with dense vectors from the
 //! scripted embeddings endpoint (384 dimensions, as all-MiniLM-L6-v2, every dimension used;
@@ -390,13 +391,24 @@ async fn main() {
     if !std::env::var("BENCH_WITH_EXTRACT").is_ok_and(|v| v == "1") {
         env.push(("EXTRACT", "false".to_owned()));
     }
-    // For trying other optimizer cadences (`SEDIMENT_INDEX_OPTIMIZE_EVERY`).
-    if let Ok(every) = std::env::var("BENCH_OPTIMIZE_EVERY") {
-        env.push(("INDEX_OPTIMIZE_EVERY", every));
-    }
-    // For comparing index priorities (`SEDIMENT_INDEX_NICE`; 0 is the requests' own).
-    if let Ok(nice) = std::env::var("BENCH_INDEX_NICE") {
-        env.push(("INDEX_NICE", nice));
+    // Settings from the environment, as the binaries take them (`SEDIMENT_INDEX_NICE=0`,
+    // `SEDIMENT_WORKER_PREFETCH=128`, ...), override the bench's own; where state lives (its
+    // own database, queues, directories and bucket) stays the bench's.
+    const STATE: [&str; 7] = [
+        "DATABASE_URL",
+        "AMQP_URL",
+        "AMQP_PREFIX",
+        "DATA_DIR",
+        "INDEX_DIR",
+        "FILES_DIR",
+        "QDRANT_URL",
+    ];
+    for (key, value) in std::env::vars() {
+        if let Some(key) = key.strip_prefix("SEDIMENT_") {
+            if !STATE.contains(&key) && !key.starts_with("S3_") {
+                env.push((Box::leak(key.to_owned().into_boxed_str()), value));
+            }
+        }
     }
     if let Some(fake) = &fake {
         env.push(("EMBEDDING", "openai".to_owned()));
