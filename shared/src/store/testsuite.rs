@@ -305,8 +305,15 @@ pub async fn list_pages_by_after_seq_and_limit(store: &dyn TranscriptStore) {
 }
 
 /// Content, metadata, ids, client ids and timestamps come back exactly as stored, whatever
-/// the script; a client's created_at is kept to the microsecond.
+/// the script; a client's created_at is kept to the microsecond. Both with a client id among
+/// the turns and without any (a backend may take another path for each).
 pub async fn turns_round_trip_exactly(store: &dyn TranscriptStore) {
+    for keyed in [true, false] {
+        round_trip_exactly(store, keyed.then(|| "客户端-1 🔑".to_owned())).await;
+    }
+}
+
+async fn round_trip_exactly(store: &dyn TranscriptStore, client_id: Option<String>) {
     let t = Tenant {
         team: unique("团队"),
         agent: unique("агент"),
@@ -328,7 +335,7 @@ pub async fn turns_round_trip_exactly(store: &dyn TranscriptStore) {
             "user",
             "你好，世界！我在查订单表的慢查询 🌏🚀\n\t\"quoted\" \\ back'slash",
             Some(metadata),
-            Some("客户端-1 🔑".to_owned()),
+            client_id.clone(),
             Some(client_time),
         )
         .expect("a valid turn"),
@@ -337,10 +344,11 @@ pub async fn turns_round_trip_exactly(store: &dyn TranscriptStore) {
         NewTurn::new("tool", "{\"json\": \"as text\"}", Some(json!({"k": {}})), None, None).expect("a valid turn"),
     ];
     let appended = store.append(&t, &s, &turns).await.expect("append unicode turns");
+    assert_eq!(seqs(&appended), [1, 2, 3, 4], "client id {client_id:?}");
     assert_eq!(
         appended[0].created_at,
         Utc.timestamp_opt(1_715_000_000, 123_456_000).unwrap(),
-        "a client's created_at is kept, truncated to microseconds"
+        "a client's created_at is kept, truncated to microseconds (client id {client_id:?})"
     );
 
     let expected: Vec<StoredTurn> = turns
