@@ -4,8 +4,10 @@
 //! The store is the record and the cursor is the truth. For one session: read the turns past
 //! the `index` cursor, upsert them (point id = turn id, so a repeat overwrites rather than
 //! duplicates), and only once the index has them durably, advance the cursor. A crash between
-//! the two steps re-indexes the same turns on the next run and changes nothing. An event only
-//! says which session to look at; the sweep finds sessions whose event was lost.
+//! the two steps re-indexes the same turns on the next run and changes nothing, and so does an
+//! advance that a crash of Postgres itself loses (it is committed without waiting for the WAL
+//! flush, see `TranscriptStore::advance_cursor`). An event only says which session to look
+//! at; the sweep finds sessions whose event was lost.
 //!
 //! # Embeddings
 //! With an embedder, each turn's point also carries a dense vector, computed here, off the

@@ -137,6 +137,11 @@ pub trait TranscriptStore: Send + Sync + 'static {
 
     /// Moves `consumer`'s cursor for a session forward to `seq`. Never moves it back, so a
     /// late or duplicate advance is harmless.
+    ///
+    /// Once this returns the advance is visible, but it may not survive a crash of the store
+    /// itself (Postgres commits it without waiting for its WAL flush, one fsync less per
+    /// batch): the cursor is then found at an earlier seq. A consumer must make its output
+    /// durable before advancing and redo it idempotently, as the index worker does.
     async fn advance_cursor(&self, consumer: &str, session_id: &str, seq: i64) -> StoreResult<()>;
 
     /// Forgets every cursor of `consumer`, so that it processes every stored turn again;

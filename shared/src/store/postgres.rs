@@ -178,6 +178,19 @@ impl PostgresStore {
         tx.commit().await.map_err(pg_error)
     }
 
+    /// The value of a server setting as one of the pool's connections sees it (with a pool of
+    /// one, the connection every call uses): lets tests check that a statement's own settings
+    /// do not outlive it.
+    #[cfg(feature = "testing")]
+    pub async fn setting(&self, name: &str) -> StoreResult<String> {
+        let client = self.client().await?;
+        let row = client
+            .query_one("SELECT current_setting($1)", &[&name])
+            .await
+            .map_err(pg_error)?;
+        get(&row, "current_setting")
+    }
+
     async fn client(&self) -> StoreResult<deadpool_postgres::Client> {
         self.pool.get().await.map_err(pool_error)
     }

@@ -57,6 +57,27 @@ async fn postgres_concurrent_migrations_both_succeed() {
     testsuite::append_assigns_gapless_seqs(&a).await;
 }
 
+/// A cursor advance commits asynchronously (see `advance_cursor.sql`); the setting that does
+/// it must end with its transaction, or every later commit on that pooled connection (turn
+/// appends among them) would return before it is durable.
+#[tokio::test]
+async fn postgres_cursor_advance_leaves_commits_synchronous() {
+    let db = TestDb::create().await;
+    let store = PostgresStore::connect(&db.url, 1).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let before = store.setting("synchronous_commit").await.unwrap();
+    assert_ne!(before, "off", "the test server already commits asynchronously");
+    store.advance_cursor("index", "s-1", 3).await.expect("advance");
+    store.advance_cursor("index", "s-1", 2).await.expect("a late advance");
+    assert_eq!(
+        store.setting("synchronous_commit").await.unwrap(),
+        before,
+        "the advance's setting outlived its statement"
+    );
+    let (cursor, _) = store.pending_turns("index", "s-1", 10).await.expect("read the cursor");
+    assert_eq!(cursor, 3, "the advance took effect and never moved back");
+}
+
 #[tokio::test]
 async fn postgres_connect_to_an_unreachable_server_is_retryable() {
     // Port 1 on loopback: nothing listens there, so the connection is refused at once.
