@@ -12,6 +12,13 @@
 //! ports, years, ticket numbers and versions match. [`TEXT_VERSION`] names this analysis: an index
 //! built with another one must be rebuilt, since its vectors would not match the queries'.
 //!
+//! Most English text is ASCII with some punctuation, and for it charabia does far more than it
+//! needs to: it detects the language of every run of Latin letters (which changes nothing in
+//! our configuration) and walks a separator automaton of hundreds of Unicode entries. Such text
+//! is therefore tokenized by a fast path that gives exactly the tokens charabia would (see
+//! [`fast_words`]; a test checks it against charabia on random text), so the vectors are the
+//! same and no index needs rebuilding. Everything else goes to charabia.
+//!
 //! Pure CPU work, no I/O; `Bm25` is `Send + Sync` and cheap to share behind an `Arc`.
 
 use std::borrow::Cow;
@@ -48,6 +55,87 @@ fn mark_numbers(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The characters the fast path cuts words at: charabia's `DEFAULT_SEPARATORS` (the Unicode
+/// punctuation, math symbol and space classes, plus a few) that are ASCII, Latin-1 punctuation
+/// (U+00A0 to U+00BF) or general punctuation (U+2000 to U+206F: dashes, curly quotes, the
+/// ellipsis, bullets, the spaces), which is what English text from people and LLMs holds
+/// beside ASCII. Charabia's longer entries (". ", ", ") are made of such characters, so cutting
+/// at each character cuts where charabia does.
+#[derive(Debug)]
+struct Separators {
+    ascii: [bool; 128],
+    /// Sorted.
+    punctuation: Vec<char>,
+}
+
+impl Separators {
+    fn new() -> Self {
+        let mut ascii = [false; 128];
+        let mut punctuation = Vec::new();
+        for separator in charabia::separators::DEFAULT_SEPARATORS {
+            let mut chars = separator.chars();
+            let (Some(c), None) = (chars.next(), chars.next()) else {
+                continue;
+            };
+            match c {
+                _ if c.is_ascii() => ascii[c as usize] = true,
+                '\u{a0}'..='\u{bf}' | '\u{2000}'..='\u{206f}' => punctuation.push(c),
+                _ => {}
+            }
+        }
+        punctuation.sort_unstable();
+        punctuation.dedup();
+        Self { ascii, punctuation }
+    }
+
+    fn is_separator(&self, c: char) -> bool {
+        if c.is_ascii() {
+            self.ascii[c as usize]
+        } else {
+            self.punctuation.binary_search(&c).is_ok()
+        }
+    }
+
+    /// Whether the fast path tokenizes text of such characters as charabia does: printable
+    /// ASCII, tab, LF, CR and the punctuation above. Charabia would delete other control
+    /// characters from inside a word, and other non-ASCII text meets its normalizers (accents,
+    /// compatibility forms, variation selectors) and other scripts.
+    fn takes(&self, c: char) -> bool {
+        matches!(c, ' '..='~' | '\t' | '\n' | '\r') || (!c.is_ascii() && self.is_separator(c))
+    }
+}
+
+/// The words `Multilingual` tokenization keeps from `text`, joined by single spaces, when the
+/// fast path takes every character of `text` (see [`Separators::takes`]); `None` otherwise
+/// (the caller falls back to charabia).
+///
+/// For such text charabia's pipeline reduces to: one run of Latin script (digits and
+/// punctuation belong to none), cut at the separators; each piece kept whole (the Latin
+/// segmenter does not split words, as built for qdrant-edge) and lowercased; pieces without a
+/// letter dropped (qdrant's rule). Lowercasing, stopwords and stemming are left to the
+/// `Whitespace` model, which applies the same processor to each word as the `Multilingual`
+/// one.
+fn fast_words(text: &str, separators: &Separators) -> Option<String> {
+    let takes_all = if text.is_ascii() {
+        text.bytes().all(|b| matches!(b, b' '..=b'~' | b'\t' | b'\n' | b'\r'))
+    } else {
+        text.chars().all(|c| separators.takes(c))
+    };
+    if !takes_all {
+        return None;
+    }
+    let mut words = String::with_capacity(text.len());
+    for piece in text.split(|c: char| separators.is_separator(c)) {
+        if piece.bytes().any(|b| b.is_ascii_alphabetic()) {
+            if !words.is_empty() {
+                words.push(' ');
+            }
+            words.push_str(piece);
+        }
+    }
+    Some(words)
+}
+
 /// A sparse vector: parallel `indices` (token ids, unique) and `values` (weights).
 ///
 /// Project-owned, so the ports and the Qdrant-server adapter share no type with a client crate.
@@ -70,30 +158,47 @@ impl SparseVector {
 #[derive(Debug)]
 pub struct Bm25 {
     model: EdgeBm25,
+    /// The same model over words already split (see [`fast_words`]).
+    words: EdgeBm25,
+    separators: Separators,
 }
 
 impl Bm25 {
     /// Builds the model with the project's fixed configuration.
     pub fn new() -> Self {
-        let config = EdgeBm25Config {
-            tokenizer: TokenizerType::Multilingual,
-            lowercase: Some(true),
-            ..EdgeBm25Config::default()
+        let with = |tokenizer| {
+            let config = EdgeBm25Config {
+                tokenizer,
+                lowercase: Some(true),
+                ..EdgeBm25Config::default()
+            };
+            // The configuration is a constant: the defaults (k = 1.2, b = 0.75, avg_len = 256,
+            // English) always validate, as the unit tests check.
+            EdgeBm25::new(config).expect("the fixed bm25 configuration is valid")
         };
-        // The configuration is a constant: the defaults (k = 1.2, b = 0.75, avg_len = 256,
-        // English) always validate, as the unit tests check.
-        let model = EdgeBm25::new(config).expect("the fixed bm25 configuration is valid");
-        Self { model }
+        Self {
+            model: with(TokenizerType::Multilingual),
+            words: with(TokenizerType::Whitespace),
+            separators: Separators::new(),
+        }
     }
 
     /// Embeds a document's text: term-frequency weights, normalized by length.
     pub fn embed_document(&self, text: &str) -> SparseVector {
-        convert(self.model.embed_document(&mark_numbers(text)))
+        let text = mark_numbers(text);
+        convert(match fast_words(&text, &self.separators) {
+            Some(words) => self.words.embed_document(&words),
+            None => self.model.embed_document(&text),
+        })
     }
 
     /// Embeds a query's text: unit weight per distinct token. Empty when no token is left.
     pub fn embed_query(&self, text: &str) -> SparseVector {
-        convert(self.model.embed_query(&mark_numbers(text)))
+        let text = mark_numbers(text);
+        convert(match fast_words(&text, &self.separators) {
+            Some(words) => self.words.embed_query(&words),
+            None => self.model.embed_query(&text),
+        })
     }
 }
 
@@ -156,6 +261,95 @@ mod tests {
             "port n8080, v2, x86 and n3.n5"
         );
         assert_eq!(mark_numbers("2024年3月"), "n2024年n3月");
+    }
+
+    /// The fast path's vectors next to charabia's for `text`, documents and queries.
+    fn assert_fast_path_matches(bm25: &Bm25, text: &str) {
+        let marked = mark_numbers(text);
+        let words = fast_words(&marked, &bm25.separators).expect("the fast path takes this text");
+        assert_eq!(
+            convert(bm25.words.embed_document(&words)),
+            convert(bm25.model.embed_document(&marked)),
+            "document {text:?} (words {words:?})"
+        );
+        assert_eq!(
+            convert(bm25.words.embed_query(&words)),
+            convert(bm25.model.embed_query(&marked)),
+            "query {text:?} (words {words:?})"
+        );
+    }
+
+    #[test]
+    fn fast_path_gives_charabias_vectors() {
+        let bm25 = Bm25::new();
+        for text in [
+            "The quick (\"brown\") fox can't jump 32.3 feet, right? Brr, it's 29.3F!",
+            "camelCase kebab-case snake_case SCREAMING_CASE dot.case path/to/file.rs",
+            "It's what they'd've done: don't, won't, shouldn't; rock'n'roll.",
+            "ssh root@10.0.0.12 -p 2222 && curl https://api.example.com/v1/users?id=42&x=y#top",
+            "fn main() { let x = a+b*c; if x<=y || z>=w { return $HOME ~ ^caret | pipe; } }",
+            "Running runs ran runner; the RUNNERS were running. I, me, my, myself, we",
+            "email me at Jane.Doe+tag@Example.COM; `code` **bold** _em_ [link](url) > quote",
+            "v2 x86 3D 2nd 1st 10x h264 ipv4 sha256 utf-8 e.g. i.e. U.S.A. a.b.c",
+            "tabs\tand\nnewlines\r\nmixed   spaces",
+            "!!! ??? ... --- 123 456.789 %$#@",
+            "It’s “quoted” — and so… • bullets «guillemets» ¿que? don’t break\u{2009}thin",
+            "",
+            "   ",
+        ] {
+            assert_fast_path_matches(&bm25, text);
+        }
+        // Random text over every character the fast path takes, in word-like runs.
+        let alphabet: Vec<char> = (' '..='~')
+            .chain(['\t', '\n', '\r'])
+            .chain(bm25.separators.punctuation.iter().copied())
+            .collect();
+        assert!(
+            alphabet.len() > 128,
+            "the punctuation the fast path takes is in the alphabet"
+        );
+        let words = ["the", "it", "s", "don", "running", "Jumps", "API", "x86", "n42", "ok"];
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        for _ in 0..3_000 {
+            let mut text = String::new();
+            for _ in 0..next(12) {
+                match next(3) {
+                    0 => text.push_str(words[next(words.len())]),
+                    1 => (0..1 + next(4)).for_each(|_| text.push(char::from(b'a' + next(26) as u8))),
+                    _ => (0..1 + next(3)).for_each(|_| text.push(alphabet[next(alphabet.len())])),
+                }
+            }
+            assert_fast_path_matches(&bm25, &text);
+        }
+    }
+
+    #[test]
+    fn other_text_goes_to_charabia() {
+        let separators = Separators::new();
+        for text in [
+            "café",
+            "订单表",
+            "naïve résumé",
+            "bell\u{7}inside",
+            "form\u{c}feed",
+            "thumbs 👍\u{fe0f}",
+            "a\u{2060}joiner", // word joiner: general punctuation, but no separator
+            "no\u{a0}break",   // no separator for charabia either (NFKD makes it a space)
+        ] {
+            assert_eq!(fast_words(text, &separators), None, "{text:?}");
+        }
+        // And those are still tokenized as charabia does: accents folded, Chinese segmented.
+        let bm25 = Bm25::new();
+        assert!(shares_a_token(
+            &bm25.embed_query("cafe"),
+            &bm25.embed_document("un café noir")
+        ));
     }
 
     #[test]

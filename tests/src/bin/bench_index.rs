@@ -4,7 +4,11 @@
 //! ```sh
 //! cargo run --release -p integration-tests --bin bench_index -- 10 100 1000
 //! cargo run --release -p integration-tests --bin bench_index -- stream [POINTS] [BATCH]
+//! cargo run --release -p integration-tests --bin bench_index -- bm25
 //! ```
+//!
+//! `bm25` times the BM25 embedding of the quality dataset's English and Chinese turns, ours
+//! against qdrant-edge's `Multilingual` model alone.
 //!
 //! `stream` is the index worker's write path under sustained ingest, without HTTP or the
 //! store: turns as the worker indexes them (synthetic text and date tags, by
@@ -17,11 +21,60 @@
 
 use std::time::{Duration, Instant};
 
+use integration_tests::quality::{Dataset, Lang};
 use integration_tests::synthetic::sentence;
+use qdrant_edge::bm25_embed::{EdgeBm25, EdgeBm25Config};
+use qdrant_edge::TokenizerType;
 use shared::domain::Role;
 use shared::domain::Tenant;
-use shared::index::{EdgeIndex, Fusion, IndexPoint, IndexQuery, PointKind, SearchIndex, Strategy};
+use shared::index::{Bm25, EdgeIndex, Fusion, IndexPoint, IndexQuery, PointKind, SearchIndex, Strategy};
 use shared::retrieval::{keyword_text, turn_tags, TurnFields};
+
+/// BM25 embedding of the quality dataset's turns (realistic English and Chinese conversation),
+/// per language: the project's `Bm25` (its fast path, charabia for the rest, numbers marked)
+/// against qdrant-edge's `Multilingual` model alone. Timing only: `shared`'s unit tests check
+/// that the fast path gives charabia's vectors.
+fn bm25() {
+    let dataset = Dataset::generate(7);
+    let ours = Bm25::new();
+    let charabia = EdgeBm25::new(EdgeBm25Config {
+        tokenizer: TokenizerType::Multilingual,
+        lowercase: Some(true),
+        ..EdgeBm25Config::default()
+    })
+    .expect("the default config is valid");
+    for lang in [Lang::En, Lang::Zh] {
+        let texts: Vec<&str> = dataset
+            .owners
+            .iter()
+            .filter(|o| o.lang == lang)
+            .flat_map(|o| {
+                o.sessions
+                    .iter()
+                    .flat_map(|s| s.turns.iter().map(|t| t.content.as_str()))
+            })
+            .collect();
+        let ascii = texts.iter().filter(|t| t.is_ascii()).count();
+        let time = |embed: &dyn Fn(&str) -> usize| {
+            let mut best = Duration::MAX;
+            for _ in 0..5 {
+                let start = Instant::now();
+                std::hint::black_box(texts.iter().map(|t| embed(t)).sum::<usize>());
+                best = best.min(start.elapsed());
+            }
+            best.as_secs_f64() * 1e6 / texts.len() as f64
+        };
+        let ours_us = time(&|t| ours.embed_document(t).indices.len());
+        let charabia_us = time(&|t| charabia.embed_document(t).indices.len());
+        println!(
+            "bm25 {}: {} turns ({:.0} % ASCII), {ours_us:.1} µs/turn against charabia's {charabia_us:.1} ({:.1}×)",
+            lang.as_str(),
+            texts.len(),
+            100.0 * ascii as f64 / texts.len() as f64,
+            charabia_us / ours_us,
+        );
+    }
+}
 
 fn point(tenant: &Tenant, i: usize) -> IndexPoint {
     IndexPoint {
@@ -122,6 +175,10 @@ async fn main() {
         agent: "a".into(),
         user: "u".into(),
     };
+    if args.first().map(String::as_str) == Some("bm25") {
+        bm25();
+        return;
+    }
     if args.first().map(String::as_str) == Some("stream") {
         let arg = |i: usize, default: usize| args.get(i).map_or(default, |a| a.parse().expect("a number"));
         stream(&tenant, arg(1, 100_000), arg(2, 1_400)).await;
