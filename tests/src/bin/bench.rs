@@ -30,6 +30,7 @@ use integration_tests::app::{tenant, Mode, Options, TestApp};
 use integration_tests::fake_openai::FakeOpenAi;
 use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
+use shared::metrics::HTTP_LATENCY;
 use shared::store::INDEX_CONSUMER;
 
 const SECONDS: u64 = 10;
@@ -84,6 +85,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let t = tenant();
     let delays_before = buckets(app, INDEX_DELAY).await;
     let flushes_before = buckets(app, FLUSH).await;
+    let appends_before = buckets_where(app, HTTP_LATENCY, &APPEND_ROUTE).await;
     let writes_before = buckets(app, WRITE_POINTS).await;
     let updates_before = buckets(app, UPDATE).await;
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
@@ -151,14 +153,19 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     }
     latencies.sort_unstable();
     let turns = latencies.len() * BATCH;
+    // The API's own view (request in to response out, from its histogram: coarse buckets),
+    // which leaves out the client and the wait for a runtime thread on either side.
+    let server = since(buckets_where(app, HTTP_LATENCY, &APPEND_ROUTE).await, &appends_before);
     let ingested = format!(
-        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} {} turns/s={:.0}",
+        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} {} turns/s={:.0} (server p50={:.2}ms p99={:.2}ms)",
         app.mode,
         rate.map(|r| format!("paced at {r:.0} turns/s"))
             .unwrap_or_else(|| "closed loop".into()),
         latencies.len(),
         p50_p99(&latencies),
         turns as f64 / SECONDS as f64,
+        histogram_quantile(&server, 0.50) * 1e3,
+        histogram_quantile(&server, 0.99) * 1e3,
     );
     if !app.backends.api_runs_index_worker {
         println!("{ingested} | no index worker");
@@ -185,6 +192,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     );
 }
 
+const APPEND_ROUTE: [(&str, &str); 2] = [("method", "POST"), ("route", "/v1/sessions/{session_id}/messages")];
 const INDEX_DELAY: &str = "sediment_index_delay_seconds";
 const FLUSH: &str = "sediment_index_flush_seconds";
 const WRITE_POINTS: &str = "sediment_index_write_points";
@@ -204,13 +212,23 @@ fn since(after: Vec<(f64, f64)>, before: &[(f64, f64)]) -> Vec<(f64, f64)> {
 /// The cumulative buckets `(le, count)` of histogram `name` from the API's `/metrics`, `+Inf`
 /// last.
 async fn buckets(app: &TestApp, name: &str) -> Vec<(f64, f64)> {
-    let prefix = format!("{name}_bucket{{le=\"");
+    buckets_where(app, name, &[]).await
+}
+
+/// [`buckets`] of the series of `name` with these label values.
+async fn buckets_where(app: &TestApp, name: &str, labels: &[(&str, &str)]) -> Vec<(f64, f64)> {
+    let prefix = format!("{name}_bucket{{");
+    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
     let body = metrics_text(app).await;
     let mut buckets: Vec<(f64, f64)> = body
         .lines()
         .filter_map(|line| line.strip_prefix(prefix.as_str()))
         .filter_map(|rest| {
-            let (le, count) = rest.split_once("\"} ")?;
+            let (series, count) = rest.rsplit_once("} ")?;
+            if !wanted.iter().all(|w| series.contains(w.as_str())) {
+                return None;
+            }
+            let le = series.split("le=\"").nth(1)?.strip_suffix('"')?;
             let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
             Some((le, count.trim().parse().ok()?))
         })
