@@ -17,12 +17,13 @@
 //! load) until `POINTS` (default 100k), with the background optimizer as in production. Every
 //! 10k points it prints the write latency, the throughput and the process's CPU time per point
 //! (writer, optimizer and text generation together: what indexing takes from cores that ingest
-//! also needs), so a cost that grows with the shard shows.
+//! also needs), so a cost that grows with the shard shows. Once the optimizer has settled, it
+//! times 2,000 two-word keyword queries against the shard.
 
 use std::time::{Duration, Instant};
 
 use integration_tests::quality::{Dataset, Lang};
-use integration_tests::synthetic::sentence;
+use integration_tests::synthetic::{sentence, Rng};
 use qdrant_edge::bm25_embed::{EdgeBm25, EdgeBm25Config};
 use qdrant_edge::TokenizerType;
 use shared::domain::Role;
@@ -148,10 +149,37 @@ async fn stream(tenant: &Tenant, points: usize, batch: usize) {
             phase_cpu = cpu;
         }
     }
-    // Dropping the index under a running optimizer would remove its directory mid-run.
+    // Dropping the index under a running optimizer would remove its directory mid-run; and
+    // the queries below are timed against the settled segments.
     while index.optimizing() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let mut latencies: Vec<Duration> = Vec::new();
+    for q in 0..2_000u64 {
+        let mut rng = Rng(q * 7_919 + 17);
+        let query = IndexQuery {
+            tenant: tenant.clone(),
+            kind: PointKind::Turn,
+            session_id: None,
+            text: format!("{} {}", rng.word(), rng.word()),
+            tags: Vec::new(),
+            limit: 10,
+            dense: None,
+            strategy: Strategy::Keyword,
+            fusion: Fusion::default(),
+        };
+        let start = Instant::now();
+        index.search(&query).await.expect("search");
+        latencies.push(start.elapsed());
+    }
+    latencies.sort_unstable();
+    let q = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
+    println!(
+        "stream {n:>7} points, settled: keyword search p50={:.2}ms p99={:.2}ms | {}",
+        q(0.5),
+        q(0.99),
+        index.shard_summary()
+    );
 }
 
 /// User and system CPU time of this process so far (Linux: `/proc/self/stat`, in clock ticks
