@@ -154,14 +154,29 @@ async fn stream(tenant: &Tenant, points: usize, batch: usize) {
     while index.optimizing() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let mut latencies: Vec<Duration> = Vec::new();
-    for q in 0..2_000u64 {
+    let texts = (0..2_000u64).map(|q| {
         let mut rng = Rng(q * 7_919 + 17);
+        format!("{} {}", rng.word(), rng.word())
+    });
+    let latencies = time_searches(&index, tenant, texts).await;
+    let q = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
+    println!(
+        "stream {n:>7} points, settled: keyword search p50={:.2}ms p99={:.2}ms | {}",
+        q(0.5),
+        q(0.99),
+        index.shard_summary()
+    );
+}
+
+/// Times one keyword search of `tenant`'s turns per text; the latencies, sorted.
+async fn time_searches(index: &EdgeIndex, tenant: &Tenant, texts: impl Iterator<Item = String>) -> Vec<Duration> {
+    let mut latencies = Vec::new();
+    for text in texts {
         let query = IndexQuery {
             tenant: tenant.clone(),
             kind: PointKind::Turn,
             session_id: None,
-            text: format!("{} {}", rng.word(), rng.word()),
+            text,
             tags: Vec::new(),
             limit: 10,
             dense: None,
@@ -173,13 +188,7 @@ async fn stream(tenant: &Tenant, points: usize, batch: usize) {
         latencies.push(start.elapsed());
     }
     latencies.sort_unstable();
-    let q = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
-    println!(
-        "stream {n:>7} points, settled: keyword search p50={:.2}ms p99={:.2}ms | {}",
-        q(0.5),
-        q(0.99),
-        index.shard_summary()
-    );
+    latencies
 }
 
 /// User and system CPU time of this process so far (Linux: `/proc/self/stat`, in clock ticks
@@ -270,24 +279,7 @@ async fn main() {
             start.elapsed().as_secs_f64() * 1e3 / 10.0
         );
     }
-    let mut latencies: Vec<Duration> = Vec::new();
-    for q in 0..1000 {
-        let query = IndexQuery {
-            tenant: tenant.clone(),
-            kind: PointKind::Turn,
-            session_id: None,
-            text: format!("replica {}", q % 977),
-            tags: Vec::new(),
-            limit: 10,
-            dense: None,
-            strategy: Strategy::Keyword,
-            fusion: Fusion::default(),
-        };
-        let start = Instant::now();
-        index.search(&query).await.expect("search");
-        latencies.push(start.elapsed());
-    }
-    latencies.sort_unstable();
+    let latencies = time_searches(&index, &tenant, (0..1000).map(|q| format!("replica {}", q % 977))).await;
     println!(
         "search over {n} points: p50={:.2}ms p99={:.2}ms",
         latencies[500].as_secs_f64() * 1e3,
