@@ -9,7 +9,9 @@
 //! The tokenizer skips every token without a letter, so numbers alone ("8080", "2024",
 //! "10.0.0.12") would be unsearchable. Before tokenizing, each number that does not follow a
 //! letter or digit gets a letter in front (`8080` → `n8080`), in documents and queries alike, so
-//! ports, years, ticket numbers and versions match. [`TEXT_VERSION`] names this analysis: an index
+//! ports, years, ticket numbers and versions match. Charabia does not cut words at a no-break
+//! space (U+00A0, U+202F) and a few other Unicode spaces, so every space becomes an ASCII one
+//! first (`plain_spaces`). [`TEXT_VERSION`] names this analysis: an index
 //! built with another one must be rebuilt, since its vectors would not match the queries'.
 //!
 //! Most English text is ASCII with some punctuation, and for it charabia does far more than it
@@ -29,8 +31,27 @@ use qdrant_edge::TokenizerType;
 /// The version of the text analysis below, and of what turns are indexed under
 /// (`retrieval::text::keyword_text` and `turn_tags`); bump it with any change that alters
 /// vectors or tags. "3": turns carry date tags and their role; "4": the content alone, the
-/// dates as tags.
-pub const TEXT_VERSION: &str = "4";
+/// dates as tags; "5": every Unicode space separates words.
+pub const TEXT_VERSION: &str = "5";
+
+/// Turns every Unicode space that charabia might not cut at into an ASCII space. Without it,
+/// text copied from a web page or typeset by an LLM ("invoice\u{a0}pending", "10\u{202f}GB")
+/// is indexed as one token that neither of its words finds.
+fn plain_spaces(text: &str) -> Cow<'_, str> {
+    let odd = |c: char| c.is_whitespace() && !matches!(c, ' ' | '\t' | '\n' | '\r');
+    if !text.chars().any(odd) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.chars().map(|c| if odd(c) { ' ' } else { c }).collect())
+}
+
+/// The text as the tokenizer gets it, for documents and queries alike.
+fn prepare(text: &str) -> Cow<'_, str> {
+    match plain_spaces(text) {
+        Cow::Borrowed(text) => mark_numbers(text),
+        Cow::Owned(text) => Cow::Owned(mark_numbers(&text).into_owned()),
+    }
+}
 
 /// The letter put before a number so that the tokenizer keeps it.
 const NUMBER_MARK: char = 'n';
@@ -185,7 +206,7 @@ impl Bm25 {
 
     /// Embeds a document's text: term-frequency weights, normalized by length.
     pub fn embed_document(&self, text: &str) -> SparseVector {
-        let text = mark_numbers(text);
+        let text = prepare(text);
         convert(match fast_words(&text, &self.separators) {
             Some(words) => self.words.embed_document(&words),
             None => self.model.embed_document(&text),
@@ -194,7 +215,7 @@ impl Bm25 {
 
     /// Embeds a query's text: unit weight per distinct token. Empty when no token is left.
     pub fn embed_query(&self, text: &str) -> SparseVector {
-        let text = mark_numbers(text);
+        let text = prepare(text);
         convert(match fast_words(&text, &self.separators) {
             Some(words) => self.words.embed_query(&words),
             None => self.model.embed_query(&text),
@@ -265,7 +286,7 @@ mod tests {
 
     /// The fast path's vectors next to charabia's for `text`, documents and queries.
     fn assert_fast_path_matches(bm25: &Bm25, text: &str) {
-        let marked = mark_numbers(text);
+        let marked = prepare(text);
         let words = fast_words(&marked, &bm25.separators).expect("the fast path takes this text");
         assert_eq!(
             convert(bm25.words.embed_document(&words)),
@@ -330,6 +351,25 @@ mod tests {
     }
 
     #[test]
+    fn every_unicode_space_separates_words() {
+        let bm25 = Bm25::new();
+        for text in [
+            "invoice\u{a0}pending",
+            "invoice\u{202f}pending",
+            "invoice\u{c}pending",
+            "invoice\u{3000}pending",
+        ] {
+            let document = bm25.embed_document(text);
+            for word in ["invoice", "pending"] {
+                assert!(shares_a_token(&bm25.embed_query(word), &document), "{word} in {text:?}");
+            }
+            assert_eq!(document, bm25.embed_document("invoice pending"), "{text:?}");
+        }
+        assert_eq!(plain_spaces("tabs\tand\nnewlines stay"), "tabs\tand\nnewlines stay");
+        assert!(matches!(plain_spaces("line\nbreak"), Cow::Borrowed(_)));
+    }
+
+    #[test]
     fn other_text_goes_to_charabia() {
         let separators = Separators::new();
         for text in [
@@ -340,7 +380,7 @@ mod tests {
             "form\u{c}feed",
             "thumbs 👍\u{fe0f}",
             "a\u{2060}joiner", // word joiner: general punctuation, but no separator
-            "no\u{a0}break",   // no separator for charabia either (NFKD makes it a space)
+            "no\u{a0}break",   // no separator for charabia either, see `plain_spaces`
         ] {
             assert_eq!(fast_words(text, &separators), None, "{text:?}");
         }
