@@ -13,5 +13,6 @@ pub mod pg;
 pub mod process;
 pub mod quality;
 pub mod s3;
+pub mod stats;
 pub mod stores;
 pub mod synthetic;

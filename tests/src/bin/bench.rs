@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
 use integration_tests::fake_openai::FakeOpenAi;
+use integration_tests::stats::percentile;
 use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
 use shared::metrics::HTTP_LATENCY;
@@ -37,14 +38,6 @@ const SECONDS: u64 = 10;
 const BATCH: usize = 10;
 const SEARCH_TURNS: usize = 100_000;
 const SEARCH_QUERIES: usize = 2_000;
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
 
 /// `p50=…ms p99=…ms` of latencies sorted ascending.
 fn p50_p99(sorted: &[Duration]) -> String {

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
 use integration_tests::mixed_session;
+use integration_tests::stats::percentile;
 use serde_json::Value;
 use shared::context::{CompactHandler, Compactor};
 use shared::domain::Tenant;
@@ -32,11 +33,6 @@ const BATCH: usize = 500;
 const CALLS: usize = 500;
 const WARM_UP: usize = 10;
 const SESSION: &str = "bench-context";
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
 
 async fn measure(app: &TestApp, t: &Tenant, window: u64, calls: usize, label: &str) -> Value {
     let path = format!("/v1/sessions/{SESSION}/context?window_tokens={window}");

@@ -12,8 +12,9 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use integration_tests::stats::percentile;
 use shared::embed::{Embedder, LocalEmbedder};
 
 const WORDS: &[&str] = &[
@@ -123,11 +124,6 @@ fn model_dir() -> PathBuf {
             PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
                 .join(".cache/sediment/models/all-MiniLM-L6-v2")
         })
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 fn env_usize(name: &str) -> Option<usize> {

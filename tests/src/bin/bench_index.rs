@@ -23,6 +23,7 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::quality::{Dataset, Lang};
+use integration_tests::stats::percentile;
 use integration_tests::synthetic::{sentence, Rng};
 use qdrant_edge::bm25_embed::{EdgeBm25, EdgeBm25Config};
 use qdrant_edge::TokenizerType;
@@ -133,7 +134,7 @@ async fn stream(tenant: &Tenant, points: usize, batch: usize) {
         n += batch;
         if n % 10_000 < batch || n >= points {
             latencies.sort_unstable();
-            let q = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
+            let q = |p: f64| percentile(&latencies, p).as_secs_f64() * 1e3;
             let cpu = cpu_seconds();
             println!(
                 "stream {n:>7} points: write p50={:.1}ms p99={:.1}ms max={:.1}ms, {:.0} points/s, process CPU {:.0} µs/point | {}",
@@ -159,11 +160,10 @@ async fn stream(tenant: &Tenant, points: usize, batch: usize) {
         format!("{} {}", rng.word(), rng.word())
     });
     let latencies = time_searches(&index, tenant, texts).await;
-    let q = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
     println!(
         "stream {n:>7} points, settled: keyword search p50={:.2}ms p99={:.2}ms | {}",
-        q(0.5),
-        q(0.99),
+        percentile(&latencies, 0.5).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
         index.shard_summary()
     );
 }

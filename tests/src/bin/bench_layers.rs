@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use chrono::{SubsecRound as _, Utc};
 use integration_tests::app::{tenant, Mode, Options, TestApp};
 use integration_tests::fake_openai::{chat_message, FakeOpenAi};
+use integration_tests::stats::percentile;
 use reqwest::Method;
 use serde_json::{json, Value};
 use shared::bus::{EventBus, LocalBus};
@@ -39,11 +40,6 @@ const OWNERS: usize = 10;
 const RUN_OWNERS: usize = 10;
 const RUNS_PER_OWNER: usize = 5;
 const MEMORIES_PER_RUN: usize = 4;
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
