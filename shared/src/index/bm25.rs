@@ -137,12 +137,7 @@ impl Separators {
 /// `Whitespace` model, which applies the same processor to each word as the `Multilingual`
 /// one.
 fn fast_words(text: &str, separators: &Separators) -> Option<String> {
-    let takes_all = if text.is_ascii() {
-        text.bytes().all(|b| matches!(b, b' '..=b'~' | b'\t' | b'\n' | b'\r'))
-    } else {
-        text.chars().all(|c| separators.takes(c))
-    };
-    if !takes_all {
+    if !text.chars().all(|c| separators.takes(c)) {
         return None;
     }
     let mut words = String::with_capacity(text.len());
