@@ -18,16 +18,25 @@
 //! are indexed for keyword search alone and `sediment_embedding_skipped_turns_total` counts
 //! them: a poison batch must not stop the session's indexing forever.
 //!
-//! # One run per session per process
-//! Under load a hot session gets a wake-up for almost every append, and a worker takes up to
-//! `prefetch` of them at once. Runs on one session would all read the same turns and index
-//! them again, so a second run arriving while one is in progress only marks the session dirty
-//! and returns; the running one goes round once more before it finishes. If that run fails,
-//! its own delivery is retried (or the sweep finds the turns), since the cursor has not moved.
-//! Across processes the worst case stays indexing a batch twice.
+//! # Rounds: many sessions per statement
+//! Under load every append wakes its session, and a worker takes up to `prefetch` wake-ups at
+//! once. Indexing each on its own would cost every wake-up a read, an index write and a cursor
+//! write, and runs on one session would read the same turns and index them again. So wake-ups
+//! are grouped into rounds, as a database groups commits: a wake-up joins the open round; when
+//! no round is running, one of the callers waiting on the open round runs it, and wake-ups that
+//! arrive meanwhile join the next. A round reads the pending turns of all its sessions in one
+//! query, writes them to the index in one upsert and advances all their cursors in one
+//! statement, batch after batch until no session has a full batch left.
+//!
+//! A call returns once the round holding its sessions has finished, so when it returns `Ok`
+//! every turn stored before the call is indexed, and its delivery may be acked. If the round
+//! fails, every call in it fails and its delivery is retried (the cursors have not moved past
+//! what was not indexed). A caller never runs more than one round, so no delivery waits behind
+//! an endless stream of others; if the task running a round is cancelled, a caller waiting on
+//! that round runs it instead. Across processes the worst case stays indexing a batch twice.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use chrono::Utc;
 
@@ -46,6 +55,9 @@ pub enum IndexerError {
     Index(#[from] IndexError),
     #[error("failed to embed turns")]
     Embed(#[from] EmbedError),
+    /// The round this call's sessions were indexed in failed; every call in it gets the error.
+    #[error(transparent)]
+    Round(Arc<IndexerError>),
 }
 
 impl IndexerError {
@@ -54,6 +66,7 @@ impl IndexerError {
             Self::Store(e) => e.is_retryable(),
             Self::Index(e) => e.is_retryable(),
             Self::Embed(e) => e.is_retryable(),
+            Self::Round(e) => e.is_retryable(),
         }
     }
 }
@@ -80,24 +93,44 @@ pub struct Indexer {
     index: Arc<dyn SearchIndex>,
     embedder: Option<Arc<dyn Embedder>>,
     batch_size: u32,
-    /// Sessions being indexed by this process, each with whether more turns may have arrived
-    /// since its run last read (see the module docs).
-    running: Arc<Mutex<HashMap<String, bool>>>,
+    rounds: Arc<Mutex<Rounds>>,
+    /// Bumped whenever a round's runner stops (finished, failed or cancelled), to wake the
+    /// callers waiting on a round.
+    stopped: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
-/// Removes a session from `running` if its run ends early (an error, a cancelled task); a run
-/// that finishes removes it itself, in the same critical section as its last dirty check.
-struct RunGuard<'a> {
-    running: &'a Mutex<HashMap<String, bool>>,
-    session_id: &'a str,
-    armed: bool,
+/// The sessions woken together, and what became of them (see the module docs).
+#[derive(Default)]
+struct Round {
+    /// Grows while the round is open; fixed once it starts.
+    sessions: Mutex<BTreeSet<String>>,
+    /// Set when the round finished.
+    outcome: OnceLock<Result<Unclaimed, Arc<IndexerError>>>,
 }
 
-impl Drop for RunGuard<'_> {
+/// Per session, the turns a round indexed that no caller has counted yet, so that each turn is
+/// counted by one call.
+type Unclaimed = Mutex<HashMap<String, usize>>;
+
+#[derive(Default)]
+struct Rounds {
+    /// The round new wake-ups join.
+    open: Arc<Round>,
+    /// Whether some caller is running a round.
+    running: bool,
+}
+
+/// Frees the indexer for the next round when the runner stops, however it stops: a runner
+/// cancelled mid-round leaves its round without an outcome, and one of its waiters reruns it.
+struct Runner<'a> {
+    rounds: &'a Mutex<Rounds>,
+    stopped: &'a tokio::sync::watch::Sender<u64>,
+}
+
+impl Drop for Runner<'_> {
     fn drop(&mut self) {
-        if self.armed {
-            lock(self.running).remove(self.session_id);
-        }
+        lock(self.rounds).running = false;
+        self.stopped.send_modify(|n| *n += 1);
     }
 }
 
@@ -117,21 +150,72 @@ impl Indexer {
             index,
             embedder,
             batch_size: batch_size.max(1),
-            running: Arc::default(),
+            rounds: Arc::default(),
+            stopped: Arc::new(tokio::sync::watch::channel(0).0),
         }
     }
 
-    /// One dense vector per turn, or `None` for all when there is no embedder or it refused
-    /// the batch for good (see the module docs).
-    async fn embed(&self, turns: &[StoredTurn]) -> Result<Vec<Option<Vec<f32>>>, IndexerError> {
+    /// Dense vectors for the turns of a round, grouped by session (see the module docs), or
+    /// `None` for every turn when there is no embedder.
+    async fn embed(&self, groups: &[&[StoredTurn]]) -> Result<Vec<Option<Vec<f32>>>, IndexerError> {
+        let total = groups.iter().map(|g| g.len()).sum();
         let Some(embedder) = &self.embedder else {
-            return Ok(vec![None; turns.len()]);
+            return Ok(vec![None; total]);
         };
+        let mut texts = Vec::with_capacity(total);
+        for group in groups {
+            texts.extend(self.embedding_texts(group).await?);
+        }
+        if groups.len() == 1 {
+            return self.embed_or_skip(embedder, &texts).await;
+        }
+        match embedder.embed(&texts).await {
+            Ok(vectors) => Ok(vectors.into_iter().map(Some).collect()),
+            // Whatever the provider refuses may lie in one session's turns: embed each session
+            // on its own, so that only that one goes without vectors.
+            Err(e) if !e.is_retryable() => {
+                let mut vectors = Vec::with_capacity(total);
+                let mut rest = texts.as_slice();
+                for group in groups {
+                    let (these, others) = rest.split_at(group.len());
+                    vectors.extend(self.embed_or_skip(embedder, these).await?);
+                    rest = others;
+                }
+                Ok(vectors)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Embeds `texts`, or gives `None` for each when the embedder refuses them for good (see
+    /// the module docs).
+    async fn embed_or_skip(
+        &self,
+        embedder: &Arc<dyn Embedder>,
+        texts: &[String],
+    ) -> Result<Vec<Option<Vec<f32>>>, IndexerError> {
+        match embedder.embed(texts).await {
+            Ok(vectors) => Ok(vectors.into_iter().map(Some).collect()),
+            Err(e) if !e.is_retryable() => {
+                tracing::warn!(
+                    error = %crate::runtime::error_chain(&e),
+                    turns = texts.len(),
+                    "embedder refused a batch: indexing it for keyword search only"
+                );
+                ::metrics::counter!(metrics::EMBEDDING_SKIPPED).increment(texts.len() as u64);
+                Ok(vec![None; texts.len()])
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The dense texts of consecutive turns of one session.
+    async fn embedding_texts(&self, turns: &[StoredTurn]) -> Result<Vec<String>, IndexerError> {
         let before_batch = match turns.first() {
             Some(first) => self.turn_before(first).await?,
             None => None,
         };
-        let texts: Vec<String> = turns
+        Ok(turns
             .iter()
             .enumerate()
             .map(|(i, turn)| {
@@ -141,20 +225,7 @@ impl Indexer {
                 };
                 embedding_text(turn, previous)
             })
-            .collect();
-        match embedder.embed(&texts).await {
-            Ok(vectors) => Ok(vectors.into_iter().map(Some).collect()),
-            Err(e) if !e.is_retryable() => {
-                tracing::warn!(
-                    error = %crate::runtime::error_chain(&e),
-                    turns = turns.len(),
-                    "embedder refused a batch: indexing it for keyword search only"
-                );
-                ::metrics::counter!(metrics::EMBEDDING_SKIPPED).increment(turns.len() as u64);
-                Ok(vec![None; turns.len()])
-            }
-            Err(e) => Err(e.into()),
-        }
+            .collect())
     }
 
     /// The turn before `first` in its session, when `first` needs it for its dense text (the
@@ -172,53 +243,88 @@ impl Indexer {
         Ok(before.pop().filter(|t| t.seq == first.seq - 1))
     }
 
-    /// Indexes every turn of the session past the cursor and returns how many it indexed.
-    /// While another run on the session is in progress in this process, returns 0 at once and
-    /// leaves the turns to that run (see the module docs).
-    #[tracing::instrument(skip(self), fields(turns = tracing::field::Empty))]
+    /// Indexes every turn of the session past the cursor; see `index_sessions`.
     pub async fn index_session(&self, session_id: &str) -> Result<usize, IndexerError> {
-        {
-            let mut running = lock(&self.running);
-            if let Some(dirty) = running.get_mut(session_id) {
-                *dirty = true;
-                return Ok(0);
-            }
-            running.insert(session_id.to_owned(), false);
-        }
-        let mut guard = RunGuard {
-            running: &self.running,
-            session_id,
-            armed: true,
-        };
-        let mut total = 0;
-        loop {
-            total += self.index_pending(session_id).await?;
-            let mut running = lock(&self.running);
-            match running.get_mut(session_id) {
-                Some(dirty) if *dirty => *dirty = false,
-                _ => {
-                    // Under the same lock as the check: a run arriving now starts afresh.
-                    running.remove(session_id);
-                    guard.armed = false;
-                    break;
-                }
-            }
-        }
-        tracing::Span::current().record("turns", total);
-        Ok(total)
+        self.index_sessions(&[session_id.to_owned()]).await
     }
 
-    /// Indexes the session's turns past the cursor, batch by batch, until none is left.
-    async fn index_pending(&self, session_id: &str) -> Result<usize, IndexerError> {
-        let mut total = 0;
+    /// Indexes every turn of these sessions past the cursor, in a round with whatever other
+    /// sessions are woken meanwhile (see the module docs). Returns how many turns of these
+    /// sessions the round indexed that no other call has counted, so that concurrent calls
+    /// count each turn once.
+    #[tracing::instrument(skip_all, fields(sessions = session_ids.len(), turns = tracing::field::Empty))]
+    pub async fn index_sessions(&self, session_ids: &[String]) -> Result<usize, IndexerError> {
+        let round = {
+            let rounds = lock(&self.rounds);
+            lock(&rounds.open.sessions).extend(session_ids.iter().cloned());
+            Arc::clone(&rounds.open)
+        };
+        let mut stopped = self.stopped.subscribe();
         loop {
-            let (_cursor, turns) = self
+            // Seen before the state is read, so a runner stopping after the read still wakes
+            // this caller.
+            stopped.borrow_and_update();
+            let run = {
+                let mut rounds = lock(&self.rounds);
+                if round.outcome.get().is_some() {
+                    break;
+                }
+                let run = !rounds.running;
+                if run {
+                    rounds.running = true;
+                    if Arc::ptr_eq(&rounds.open, &round) {
+                        rounds.open = Arc::default();
+                    }
+                }
+                run
+            };
+            if run {
+                let _runner = Runner {
+                    rounds: &self.rounds,
+                    stopped: &self.stopped,
+                };
+                let sessions: Vec<String> = lock(&round.sessions).iter().cloned().collect();
+                let outcome = self.index_round(&sessions).await;
+                // Only the runner sets it, and only once: a round runs again only if its runner
+                // stopped before this line.
+                let _ = round.outcome.set(outcome.map(Mutex::new).map_err(Arc::new));
+            } else {
+                // The sender lives in `self`, so this only returns on a change.
+                let _ = stopped.changed().await;
+            }
+        }
+        match round.outcome.get() {
+            Some(Ok(counts)) => {
+                let mut counts = lock(counts);
+                let total = session_ids.iter().filter_map(|s| counts.remove(s)).sum();
+                tracing::Span::current().record("turns", total);
+                Ok(total)
+            }
+            Some(Err(e)) => Err(IndexerError::Round(Arc::clone(e))),
+            None => unreachable!("the loop ends only once the round has an outcome"),
+        }
+    }
+
+    /// Indexes the turns of these sessions past their cursors, batch by batch, until none has
+    /// more; returns how many turns it indexed per session.
+    #[tracing::instrument(skip_all, fields(sessions = sessions.len(), turns = tracing::field::Empty))]
+    async fn index_round(&self, sessions: &[String]) -> Result<HashMap<String, usize>, IndexerError> {
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        let mut sessions = sessions.to_vec();
+        while !sessions.is_empty() {
+            // The batch size bounds a batch, whatever the number of sessions in the round, so
+            // that a sweep after an outage holds no more turns (and asks the embedder for no
+            // more vectors) at once than a single session's batch.
+            let per_session = (self.batch_size / sessions.len() as u32).max(1);
+            let turns = self
                 .store
-                .pending_turns(INDEX_CONSUMER, session_id, self.batch_size)
+                .pending_turns_many(INDEX_CONSUMER, &sessions, per_session)
                 .await?;
-            let Some(last) = turns.last() else { break };
-            let last_seq = last.seq;
-            let vectors = self.embed(&turns).await?;
+            if turns.is_empty() {
+                break;
+            }
+            let groups: Vec<&[StoredTurn]> = turns.chunk_by(|a, b| a.session_id == b.session_id).collect();
+            let vectors = self.embed(&groups).await?;
             let points: Vec<IndexPoint> = turns
                 .iter()
                 .zip(vectors)
@@ -233,7 +339,11 @@ impl Indexer {
                 })
                 .collect();
             self.index.upsert(&points).await?;
-            self.store.advance_cursor(INDEX_CONSUMER, session_id, last_seq).await?;
+            let cursors: Vec<(String, i64)> = groups
+                .iter()
+                .map(|group| (group[0].session_id.clone(), group[group.len() - 1].seq))
+                .collect();
+            self.store.advance_cursors(INDEX_CONSUMER, &cursors).await?;
 
             let now = Utc::now();
             for turn in &turns {
@@ -241,12 +351,18 @@ impl Indexer {
                 ::metrics::histogram!(metrics::INDEX_DELAY).record(delay);
             }
             ::metrics::counter!(metrics::TURNS_INDEXED).increment(turns.len() as u64);
-            total += turns.len();
-            if turns.len() < self.batch_size as usize {
-                break;
+            for group in &groups {
+                *counts.entry(group[0].session_id.clone()).or_default() += group.len();
             }
+            // A session that filled its share may have more.
+            sessions = groups
+                .iter()
+                .filter(|group| group.len() >= per_session as usize)
+                .map(|group| group[0].session_id.clone())
+                .collect();
         }
-        Ok(total)
+        tracing::Span::current().record("turns", counts.values().sum::<usize>());
+        Ok(counts)
     }
 
     /// Indexes every session with a backlog; returns how many turns it indexed. Run at start
@@ -258,14 +374,12 @@ impl Indexer {
             if backlog.is_empty() {
                 break;
             }
-            let mut progressed = 0;
-            for session in &backlog {
-                progressed += self.index_session(&session.session_id).await?;
-            }
+            let sessions: Vec<String> = backlog.into_iter().map(|b| b.session_id).collect();
+            let progressed = self.index_sessions(&sessions).await?;
             total += progressed;
             // A page where nothing moved means others hold the work (or it keeps failing in
             // a way that returned Ok); looping again would spin.
-            if progressed == 0 || backlog.len() < SWEEP_PAGE as usize {
+            if progressed == 0 || sessions.len() < SWEEP_PAGE as usize {
                 break;
             }
         }

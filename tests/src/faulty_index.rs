@@ -1,6 +1,6 @@
 //! A [`SearchIndex`] wrapper for failure-path tests: a real index behind switches that make
-//! reads or writes fail as an unreachable server would, delays, and a count of upserted
-//! points. Everything else goes to the real index unchanged.
+//! reads or writes fail as an unreachable server would, delays, and counts of upserts and
+//! upserted points. Everything else goes to the real index unchanged.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,6 +18,7 @@ pub struct FaultyIndex {
     search_delay: Duration,
     upsert_delay: Duration,
     upserted: AtomicUsize,
+    upserts: AtomicUsize,
 }
 
 impl FaultyIndex {
@@ -30,6 +31,7 @@ impl FaultyIndex {
             search_delay: Duration::ZERO,
             upsert_delay: Duration::ZERO,
             upserted: AtomicUsize::new(0),
+            upserts: AtomicUsize::new(0),
         }
     }
 
@@ -59,6 +61,11 @@ impl FaultyIndex {
     pub fn upserted(&self) -> usize {
         self.upserted.load(Ordering::SeqCst)
     }
+
+    /// Upserts that succeeded.
+    pub fn upserts(&self) -> usize {
+        self.upserts.load(Ordering::SeqCst)
+    }
 }
 
 fn refused() -> IndexError {
@@ -74,6 +81,7 @@ impl SearchIndex for FaultyIndex {
         }
         self.inner.upsert(points).await?;
         self.upserted.fetch_add(points.len(), Ordering::SeqCst);
+        self.upserts.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
     async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>> {

@@ -135,14 +135,31 @@ pub trait TranscriptStore: Send + Sync + 'static {
     /// cursor they were read at. Not tenant-scoped: for workers only.
     async fn pending_turns(&self, consumer: &str, session_id: &str, limit: u32) -> StoreResult<(i64, Vec<StoredTurn>)>;
 
-    /// Moves `consumer`'s cursor for a session forward to `seq`. Never moves it back, so a
-    /// late or duplicate advance is harmless.
+    /// Reads, for each of `session_ids`, up to `limit` turns past `consumer`'s cursor, in one
+    /// query: the index worker reads every session woken in a round at once. Turns come grouped
+    /// by session and in seq order within one; a session with nothing pending, or unknown, has
+    /// none. Not tenant-scoped: for workers only.
+    async fn pending_turns_many(
+        &self,
+        consumer: &str,
+        session_ids: &[String],
+        limit: u32,
+    ) -> StoreResult<Vec<StoredTurn>>;
+
+    /// Moves `consumer`'s cursor for each `(session, seq)` forward to `seq`, in one write. Never
+    /// moves one back, so a late or duplicate advance is harmless; a session listed twice takes
+    /// the larger seq.
     ///
     /// Once this returns the advance is visible, but it may not survive a crash of the store
     /// itself (Postgres commits it without waiting for its WAL flush, one fsync less per
-    /// batch): the cursor is then found at an earlier seq. A consumer must make its output
+    /// round): the cursor is then found at an earlier seq. A consumer must make its output
     /// durable before advancing and redo it idempotently, as the index worker does.
-    async fn advance_cursor(&self, consumer: &str, session_id: &str, seq: i64) -> StoreResult<()>;
+    async fn advance_cursors(&self, consumer: &str, cursors: &[(String, i64)]) -> StoreResult<()>;
+
+    /// `advance_cursors` for one session.
+    async fn advance_cursor(&self, consumer: &str, session_id: &str, seq: i64) -> StoreResult<()> {
+        self.advance_cursors(consumer, &[(session_id.to_owned(), seq)]).await
+    }
 
     /// Forgets every cursor of `consumer`, so that it processes every stored turn again;
     /// returns how many sessions had one. For when the consumer's output was lost (the index

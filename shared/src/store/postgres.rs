@@ -99,7 +99,8 @@ mod sql {
     pub const TURNS_BY_ID: &str = include_str!("postgres/queries/turns_by_id.sql");
     pub const BACKLOG: &str = include_str!("postgres/queries/backlog.sql");
     pub const PENDING_TURNS: &str = include_str!("postgres/queries/pending_turns.sql");
-    pub const ADVANCE_CURSOR: &str = include_str!("postgres/queries/advance_cursor.sql");
+    pub const PENDING_TURNS_MANY: &str = include_str!("postgres/queries/pending_turns_many.sql");
+    pub const ADVANCE_CURSORS: &str = include_str!("postgres/queries/advance_cursors.sql");
     pub const LAG: &str = include_str!("postgres/queries/lag.sql");
     pub const RESET_CURSORS: &str = include_str!("postgres/queries/reset_cursors.sql");
 }
@@ -438,12 +439,35 @@ impl TranscriptStore for PostgresStore {
         Ok((get(first, "cursor_seq")?, optional_turns(&rows)?))
     }
 
-    #[instrument(skip_all, fields(consumer = consumer, session_id = session_id, seq = seq))]
-    async fn advance_cursor(&self, consumer: &str, session_id: &str, seq: i64) -> StoreResult<()> {
+    #[instrument(skip_all, fields(consumer = consumer, sessions = session_ids.len(), limit = limit))]
+    async fn pending_turns_many(
+        &self,
+        consumer: &str,
+        session_ids: &[String],
+        limit: u32,
+    ) -> StoreResult<Vec<StoredTurn>> {
+        if session_ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let client = self.client().await?;
-        let stmt = client.prepare_cached(sql::ADVANCE_CURSOR).await.map_err(pg_error)?;
+        let stmt = client.prepare_cached(sql::PENDING_TURNS_MANY).await.map_err(pg_error)?;
+        let rows = client
+            .query(&stmt, &[&consumer, &session_ids, &i64::from(limit)])
+            .await
+            .map_err(pg_error)?;
+        rows.iter().map(stored_turn).collect()
+    }
+
+    #[instrument(skip_all, fields(consumer = consumer, sessions = cursors.len()))]
+    async fn advance_cursors(&self, consumer: &str, cursors: &[(String, i64)]) -> StoreResult<()> {
+        if cursors.is_empty() {
+            return Ok(());
+        }
+        let (sessions, seqs): (Vec<&str>, Vec<i64>) = cursors.iter().map(|(s, seq)| (s.as_str(), *seq)).unzip();
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::ADVANCE_CURSORS).await.map_err(pg_error)?;
         client
-            .execute(&stmt, &[&consumer, &session_id, &seq])
+            .execute(&stmt, &[&consumer, &sessions, &seqs])
             .await
             .map_err(pg_error)?;
         Ok(())

@@ -315,14 +315,57 @@ impl TranscriptStore for SqliteStore {
         .await
     }
 
-    #[instrument(skip_all, fields(consumer = consumer, session_id = session_id, seq = seq))]
-    async fn advance_cursor(&self, consumer: &str, session_id: &str, seq: i64) -> StoreResult<()> {
+    #[instrument(skip_all, fields(consumer = consumer, sessions = session_ids.len(), limit = limit))]
+    async fn pending_turns_many(
+        &self,
+        consumer: &str,
+        session_ids: &[String],
+        limit: u32,
+    ) -> StoreResult<Vec<StoredTurn>> {
         let consumer = consumer.to_owned();
-        let session_id = session_id.to_owned();
+        let mut session_ids = session_ids.to_vec();
+        // Grouped in session order, as on Postgres.
+        session_ids.sort_unstable();
+        session_ids.dedup();
         self.run(move |conn| {
+            let tx = conn.transaction()?;
+            let mut turns = Vec::new();
+            for session_id in &session_ids {
+                let cursor: i64 = tx
+                    .prepare_cached(sql::CURSOR)?
+                    .query_row(params![consumer, session_id], |row| row.get("seq"))
+                    .optional()?
+                    .unwrap_or(0);
+                let mut stmt = tx.prepare_cached(sql::PENDING_TURNS)?;
+                turns.extend(stored_turns(stmt.query(params![
+                    session_id,
+                    cursor,
+                    i64::from(limit)
+                ])?)?);
+            }
+            Ok(turns)
+        })
+        .await
+    }
+
+    #[instrument(skip_all, fields(consumer = consumer, sessions = cursors.len()))]
+    async fn advance_cursors(&self, consumer: &str, cursors: &[(String, i64)]) -> StoreResult<()> {
+        if cursors.is_empty() {
+            return Ok(());
+        }
+        let consumer = consumer.to_owned();
+        let cursors = cursors.to_vec();
+        self.run(move |conn| {
+            // One transaction, so one sync to disk for the whole round.
+            let tx = conn.transaction()?;
             let now = Utc::now().timestamp_micros();
-            conn.prepare_cached(sql::ADVANCE_CURSOR)?
-                .execute(params![consumer, session_id, seq, now])?;
+            {
+                let mut stmt = tx.prepare_cached(sql::ADVANCE_CURSOR)?;
+                for (session_id, seq) in &cursors {
+                    stmt.execute(params![consumer, session_id, seq, now])?;
+                }
+            }
+            tx.commit()?;
             Ok(())
         })
         .await

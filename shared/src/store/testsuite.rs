@@ -36,6 +36,7 @@ pub async fn transcript_store_suite(store: Arc<dyn TranscriptStore>) {
     turns_round_trip_exactly(&*store).await;
     reset_marks_session_and_deletes_nothing(&*store).await;
     cursors_track_pending_turns(&*store).await;
+    cursors_of_many_sessions_move_together(&*store).await;
     backlog_and_lag_follow_cursors(&*store).await;
     failed_append_writes_nothing(&*store).await;
     concurrent_batch_appends_are_gapless(Arc::clone(&store)).await;
@@ -493,6 +494,98 @@ pub async fn cursors_track_pending_turns(store: &dyn TranscriptStore) {
         (cursor, pending.len()),
         (0, 0),
         "an unknown session has nothing pending"
+    );
+}
+
+/// `pending_turns_many` reads several sessions at once, each from its own cursor and up to the
+/// limit each; `advance_cursors` moves several cursors in one write, never back.
+pub async fn cursors_of_many_sessions_move_together(store: &dyn TranscriptStore) {
+    let consumer = unique("consumer");
+    let (t, other_tenant) = (tenant(), tenant());
+    let (a, b, c, idle) = (session(), session(), session(), session());
+    store
+        .append(&t, &a, &[turn("a1"), turn("a2"), turn("a3")])
+        .await
+        .expect("append");
+    store
+        .append(&other_tenant, &b, &[turn("b1"), turn("b2")])
+        .await
+        .expect("append");
+    store.append(&t, &c, &[turn("c1")]).await.expect("append");
+    store.append(&t, &idle, &[]).await.expect("claim an empty session");
+    let ids = |sessions: &[&SessionId]| sessions.iter().map(|s| s.as_str().to_owned()).collect::<Vec<_>>();
+    // (session, seq) of each turn read, in the order the store gave them.
+    let read = |sessions: Vec<String>, limit: u32| {
+        let consumer = consumer.clone();
+        async move {
+            let turns = store
+                .pending_turns_many(&consumer, &sessions, limit)
+                .await
+                .expect("pending_turns_many");
+            turns.into_iter().map(|t| (t.session_id, t.seq)).collect::<Vec<_>>()
+        }
+    };
+    let grouped = |mut pairs: Vec<(String, i64)>| {
+        pairs.sort();
+        pairs
+    };
+    let (sa, sb, sc) = (a.as_str().to_owned(), b.as_str().to_owned(), c.as_str().to_owned());
+
+    let all = read(ids(&[&c, &a, &b, &idle, &session()]), 100).await;
+    assert_eq!(
+        all,
+        grouped(all.clone()),
+        "turns come grouped by session, in seq order within one"
+    );
+    assert_eq!(
+        all,
+        grouped(vec![
+            (sa.clone(), 1),
+            (sa.clone(), 2),
+            (sa.clone(), 3),
+            (sb.clone(), 1),
+            (sb.clone(), 2),
+            (sc.clone(), 1),
+        ]),
+        "every session's pending turns, whatever its tenant; none for an empty or unknown session"
+    );
+    assert_eq!(
+        grouped(read(ids(&[&a, &b, &c]), 1).await),
+        grouped(vec![(sa.clone(), 1), (sb.clone(), 1), (sc.clone(), 1)]),
+        "the limit holds per session"
+    );
+    assert!(read(Vec::new(), 100).await.is_empty(), "no sessions, no turns");
+
+    store
+        .advance_cursors(&consumer, &[(sa.clone(), 2), (sb.clone(), 2), (sa.clone(), 1)])
+        .await
+        .expect("advance_cursors");
+    assert_eq!(
+        grouped(read(ids(&[&a, &b, &c]), 100).await),
+        grouped(vec![(sa.clone(), 3), (sc.clone(), 1)]),
+        "each listed cursor moved; a session listed twice took its larger seq"
+    );
+    store
+        .advance_cursors(&consumer, &[(sa.clone(), 1), (sc.clone(), 1)])
+        .await
+        .expect("advance_cursors");
+    assert_eq!(
+        read(ids(&[&a, &b, &c]), 100).await,
+        vec![(sa.clone(), 3)],
+        "a cursor never moves back, and a new one is created"
+    );
+    store.advance_cursors(&consumer, &[]).await.expect("advance nothing");
+    let (cursor, _) = store.pending_turns(&consumer, &sa, 100).await.expect("pending");
+    assert_eq!(cursor, 2, "the single-session read sees the same cursor");
+    let fresh = unique("consumer");
+    assert_eq!(
+        store
+            .pending_turns_many(&fresh, &ids(&[&a, &b]), 100)
+            .await
+            .expect("pending")
+            .len(),
+        5,
+        "each consumer has its own cursors"
     );
 }
 

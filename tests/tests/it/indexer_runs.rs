@@ -1,20 +1,26 @@
-//! The index worker's one-run-per-session rule: concurrent wake-ups for one session index each
-//! turn once, and turns appended while a run is in progress are still indexed by that run.
-//! Real SQLite store and Qdrant Edge index; the index is wrapped only to count, slow or fail
-//! writes.
+//! The index worker's rounds: wake-ups that arrive while a round runs are indexed together in
+//! the next, each turn once; a call returns once its turns are indexed; a failed round fails
+//! every call in it, and a cancelled one is run again by a caller waiting on it. Real SQLite
+//! store and Qdrant Edge index; the index is wrapped only to count, slow or fail writes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use integration_tests::app::tenant;
+use integration_tests::fake_openai::{embed_text, FakeOpenAi, Fault};
 use integration_tests::faulty_index::FaultyIndex;
 use shared::domain::{NewTurn, SessionId, Tenant};
-use shared::index::{EdgeIndex, PointKind, SearchIndex};
+use shared::embed::{Embedder, OpenAiEmbedder, OpenAiSettings};
+use shared::index::{EdgeIndex, Fusion, IndexQuery, PointKind, SearchIndex, Strategy};
 use shared::indexer::Indexer;
 use shared::store::{SqliteStore, TranscriptStore, INDEX_CONSUMER};
 
 async fn append(store: &dyn TranscriptStore, t: &Tenant, from: usize, to: usize) {
-    let session = SessionId::parse("hot").unwrap();
+    append_to(store, t, "hot", from, to).await;
+}
+
+async fn append_to(store: &dyn TranscriptStore, t: &Tenant, session: &str, from: usize, to: usize) {
+    let session = SessionId::parse(session).unwrap();
     let turns: Vec<NewTurn> = (from..to)
         .map(|i| NewTurn::new("user", &format!("turn number {i} about replicas"), None, None, None).unwrap())
         .collect();
@@ -37,29 +43,30 @@ async fn concurrent_runs_on_one_session_index_each_turn_once() {
         let indexer = indexer.clone();
         runs.spawn(async move { indexer.index_session("hot").await.unwrap() });
     }
-    // Turns appended mid-run, announced by a run that finds the session busy.
+    // Turns appended mid-run, announced by a call that finds a round running.
     tokio::time::sleep(Duration::from_millis(120)).await;
     append(&*store, &t, 1_000, 1_250).await;
+    indexer.index_session("hot").await.unwrap();
     assert_eq!(
-        indexer.index_session("hot").await.unwrap(),
+        store.lag(INDEX_CONSUMER).await.unwrap().turns,
         0,
-        "a run on a busy session leaves the work to the running one"
+        "a call returns only once the turns stored before it are indexed"
     );
     let mut indexed = 0;
     while let Some(n) = runs.join_next().await {
         indexed += n.unwrap();
     }
 
-    assert_eq!(indexed, 1_250, "every turn indexed by exactly one run");
+    assert_eq!(indexed, 1_250, "every turn counted by exactly one call");
     assert_eq!(counting.upserted(), 1_250, "no turn written twice");
     assert_eq!(edge.count(&t, PointKind::Turn).await.unwrap(), 1_250);
     assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
-    // The session is free again: a later run starts, finds nothing, and says so.
+    // The indexer is idle again: a later call runs its own round at once.
     append(&*store, &t, 1_250, 1_260).await;
     assert_eq!(indexer.index_session("hot").await.unwrap(), 10);
 }
 
-/// A run that fails frees the session, so the retried delivery can run it.
+/// A round that fails frees the indexer, so the retried delivery can run it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_run_frees_the_session() {
     let dir = tempfile::tempdir().unwrap();
@@ -77,4 +84,199 @@ async fn a_failed_run_frees_the_session() {
         "the retry runs again rather than finding the session busy"
     );
     assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 20);
+}
+
+async fn sqlite_and_edge(dir: &std::path::Path) -> (Arc<dyn TranscriptStore>, Arc<dyn SearchIndex>) {
+    let store = SqliteStore::open(&dir.join("db.sqlite")).await.unwrap();
+    let edge = EdgeIndex::open(&dir.join("index"), 5_000, None).unwrap();
+    (Arc::new(store), Arc::new(edge))
+}
+
+/// Twenty sessions woken at once: the first call's round runs alone, and the nineteen that
+/// arrive meanwhile share the next one, a single read, upsert and cursor write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_woken_together_share_a_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let counting = Arc::new(FaultyIndex::new(edge.clone()).with_upsert_delay(Duration::from_millis(100)));
+    let t = tenant();
+    let sessions: Vec<String> = (0..20).map(|i| format!("s{i}")).collect();
+    for session in &sessions {
+        append_to(&*store, &t, session, 0, 10).await;
+    }
+    let indexer = Indexer::new(store.clone(), counting.clone(), None, 1_000);
+
+    let mut calls = tokio::task::JoinSet::new();
+    for session in &sessions {
+        let (indexer, session) = (indexer.clone(), session.clone());
+        calls.spawn(async move { indexer.index_session(&session).await.unwrap() });
+    }
+    let mut indexed = 0;
+    while let Some(n) = calls.join_next().await {
+        indexed += n.unwrap();
+    }
+
+    assert_eq!(indexed, 200, "every turn counted once");
+    assert_eq!(edge.count(&t, PointKind::Turn).await.unwrap(), 200);
+    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
+    assert!(
+        counting.upserts() <= 2,
+        "20 sessions took {} upserts; the calls that waited should share one round",
+        counting.upserts()
+    );
+}
+
+/// A round of many sessions (a sweep after an outage, say) keeps each batch to the batch size,
+/// shared among its sessions, rather than reading a full batch for every session at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_keeps_to_the_batch_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let counting = Arc::new(FaultyIndex::new(edge.clone()));
+    let t = tenant();
+    let sessions: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
+    for session in &sessions {
+        append_to(&*store, &t, session, 0, 30).await;
+    }
+    let indexer = Indexer::new(store.clone(), counting.clone(), None, 100);
+
+    assert_eq!(indexer.index_sessions(&sessions).await.unwrap(), 300);
+    assert_eq!(
+        (counting.upserts(), counting.upserted()),
+        (3, 300),
+        "300 turns in batches of 100 (10 per session)"
+    );
+    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
+}
+
+/// A round that fails fails every call in it (so each delivery is retried), and the cursors
+/// stay where they were; once the index is back, the retries index everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_round_fails_every_call_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let faulty = Arc::new(FaultyIndex::new(edge.clone()).with_upsert_delay(Duration::from_millis(100)));
+    let t = tenant();
+    let sessions: Vec<String> = (0..5).map(|i| format!("s{i}")).collect();
+    for session in &sessions {
+        append_to(&*store, &t, session, 0, 4).await;
+    }
+    faulty.set_writes_down(true);
+    let indexer = Indexer::new(store.clone(), faulty.clone(), None, 100);
+
+    let mut calls = tokio::task::JoinSet::new();
+    for session in &sessions {
+        let (indexer, session) = (indexer.clone(), session.clone());
+        calls.spawn(async move { indexer.index_session(&session).await });
+    }
+    while let Some(result) = calls.join_next().await {
+        let error = result.unwrap().expect_err("a call in a failed round succeeded");
+        assert!(error.is_retryable(), "an index outage must be retried: {error:?}");
+    }
+    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 20, "no cursor moved");
+
+    faulty.set_writes_down(false);
+    let mut indexed = 0;
+    for session in &sessions {
+        indexed += indexer.index_session(session).await.unwrap();
+    }
+    assert_eq!(indexed, 20);
+    assert_eq!(edge.count(&t, PointKind::Turn).await.unwrap(), 20);
+}
+
+/// The task running a round is cancelled mid-round (a delivery abandoned at the shutdown
+/// deadline, say): a caller waiting for the next round must not wait forever, and the
+/// cancelled round's turns are indexed by the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_round_frees_the_indexer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let slow = Arc::new(FaultyIndex::new(edge.clone()).with_upsert_delay(Duration::from_millis(300)));
+    let t = tenant();
+    append_to(&*store, &t, "first", 0, 5).await;
+    append_to(&*store, &t, "second", 0, 5).await;
+    let indexer = Indexer::new(store.clone(), slow.clone(), None, 100);
+
+    let running = {
+        let indexer = indexer.clone();
+        tokio::spawn(async move { indexer.index_session("first").await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let waiting = {
+        let indexer = indexer.clone();
+        tokio::spawn(async move { indexer.index_session("second").await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    running.abort();
+    let indexed = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting call hangs after its predecessor was cancelled")
+        .unwrap()
+        .unwrap();
+    assert_eq!(indexed, 5, "the waiting call ran its own round");
+    assert_eq!(slow.upserted(), 5, "the cancelled round wrote nothing");
+    assert_eq!(indexer.index_session("first").await.unwrap(), 5);
+    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
+}
+
+/// The provider refuses a round's texts for good: the round asks again one session at a time,
+/// so only the session whose turns it refuses goes without dense vectors (and is still indexed
+/// for keyword search); the other keeps its vectors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_session_loses_only_its_own_vectors() {
+    const DIMENSION: usize = 32;
+    let fake = FakeOpenAi::start(DIMENSION).await;
+    let settings = OpenAiSettings {
+        retry_base_delay: Duration::from_millis(10),
+        ..OpenAiSettings::new(fake.base_url(), "fake-embed")
+    };
+    let embedder: Arc<dyn Embedder> = Arc::new(OpenAiEmbedder::connect(settings).await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn TranscriptStore> = Arc::new(SqliteStore::open(&dir.path().join("db.sqlite")).await.unwrap());
+    let edge: Arc<dyn SearchIndex> =
+        Arc::new(EdgeIndex::open(&dir.path().join("index"), 5_000, Some(DIMENSION)).unwrap());
+    let t = tenant();
+    let said = |session: &str| format!("the {session} cluster lost its kubernetes control plane");
+    for session in ["refused", "welcome"] {
+        let turn = NewTurn::new("user", &said(session), None, None, None).unwrap();
+        store
+            .append(&t, &SessionId::parse(session).unwrap(), &[turn])
+            .await
+            .unwrap();
+    }
+    let indexer = Indexer::new(store.clone(), edge.clone(), Some(embedder), 100);
+
+    // The whole round, then the first session ("refused" sorts first).
+    fake.embeddings()
+        .push_times(Fault::error(400, "input rejected by the content filter"), 2);
+    let requests_before = fake.embeddings().requests();
+    let sessions = ["refused".to_owned(), "welcome".to_owned()];
+    assert_eq!(indexer.index_sessions(&sessions).await.unwrap(), 2);
+
+    let inputs: Vec<usize> = fake.embeddings().bodies()[requests_before..]
+        .iter()
+        .map(|body| body["input"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(inputs, [2, 1, 1], "one request for the round, then one per session");
+    assert_eq!(edge.count(&t, PointKind::Turn).await.unwrap(), 2, "both indexed");
+    let semantic = |session: &str| IndexQuery {
+        tenant: t.clone(),
+        kind: PointKind::Turn,
+        session_id: Some(session.to_owned()),
+        text: said(session),
+        tags: Vec::new(),
+        dense: Some(embed_text(&said(session), DIMENSION)),
+        strategy: Strategy::Semantic,
+        fusion: Fusion::default(),
+        limit: 5,
+    };
+    assert_eq!(
+        edge.search(&semantic("welcome")).await.unwrap().len(),
+        1,
+        "kept its vector"
+    );
+    assert!(
+        edge.search(&semantic("refused")).await.unwrap().is_empty(),
+        "the refused session has no vector"
+    );
 }

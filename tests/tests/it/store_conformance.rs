@@ -16,6 +16,7 @@ integration_tests::store_suite!(
         turns_round_trip_exactly,
         reset_marks_session_and_deletes_nothing,
         cursors_track_pending_turns,
+        cursors_of_many_sessions_move_together,
         backlog_and_lag_follow_cursors,
         failed_append_writes_nothing,
     ];
@@ -57,7 +58,7 @@ async fn postgres_concurrent_migrations_both_succeed() {
     testsuite::append_assigns_gapless_seqs(&a).await;
 }
 
-/// A cursor advance commits asynchronously (see `advance_cursor.sql`); the setting that does
+/// A cursor advance commits asynchronously (see `advance_cursors.sql`); the setting that does
 /// it must end with its transaction, or every later commit on that pooled connection (turn
 /// appends among them) would return before it is durable.
 #[tokio::test]
@@ -76,6 +77,37 @@ async fn postgres_cursor_advance_leaves_commits_synchronous() {
     );
     let (cursor, _) = store.pending_turns("index", "s-1", 10).await.expect("read the cursor");
     assert_eq!(cursor, 3, "the advance took effect and never moved back");
+}
+
+/// Two workers advancing overlapping sessions, listed in opposite orders, at once: the
+/// statement writes rows in session order, so neither waits on the other in a cycle (Postgres
+/// would abort one as a deadlock after `deadlock_timeout`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_overlapping_cursor_advances_do_not_deadlock() {
+    let db = TestDb::create().await;
+    let store = PostgresStore::connect(&db.url, 4).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let sessions: Vec<String> = (0..50).map(|i| format!("s-{i:02}")).collect();
+    let mut workers = tokio::task::JoinSet::new();
+    for reversed in [false, true] {
+        let (store, mut sessions) = (store.clone(), sessions.clone());
+        if reversed {
+            sessions.reverse();
+        }
+        workers.spawn(async move {
+            for seq in 1..=40 {
+                let cursors: Vec<(String, i64)> = sessions.iter().map(|s| (s.clone(), seq)).collect();
+                store.advance_cursors("index", &cursors).await.expect("advance");
+            }
+        });
+    }
+    while let Some(done) = workers.join_next().await {
+        done.expect("an advance failed");
+    }
+    for session in &sessions {
+        let (cursor, _) = store.pending_turns("index", session, 1).await.expect("read the cursor");
+        assert_eq!(cursor, 40, "{session}");
+    }
 }
 
 #[tokio::test]

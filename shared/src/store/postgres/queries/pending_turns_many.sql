@@ -1,0 +1,17 @@
+-- Up to $3 turns past the cursor for each session in $2, in one round trip: the index worker
+-- reads every session woken in a round at once. Sessions with nothing pending yield no row.
+SELECT m.id, m.session_id, m.team_id, m.agent_id, m.user_id, m.seq, m.role, m.content,
+       m.metadata, m.client_id, m.created_at
+FROM unnest($2::text[]) AS s(session_id)
+CROSS JOIN LATERAL (
+    SELECT id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id,
+           created_at
+    FROM messages
+    WHERE messages.session_id = s.session_id
+      AND messages.seq > COALESCE(
+          (SELECT seq FROM cursors WHERE consumer = $1 AND cursors.session_id = s.session_id), 0
+      )
+    ORDER BY messages.seq
+    LIMIT $3
+) m
+ORDER BY m.session_id, m.seq
