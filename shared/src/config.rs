@@ -62,7 +62,7 @@ pub struct Limits {
 pub struct WorkerSettings {
     /// Unsettled deliveries per consumer (AMQP prefetch).
     pub prefetch: u16,
-    /// Most turns indexed per batch.
+    /// Most turns of one session the index worker indexes per round.
     pub batch_size: u32,
     /// How often the backlog sweep runs.
     pub sweep_interval: Duration,

@@ -24,16 +24,18 @@
 //! write, and runs on one session would read the same turns and index them again. So wake-ups
 //! are grouped into rounds, as a database groups commits: a wake-up joins the open round; when
 //! no round is running, one of the callers waiting on the open round runs it, and wake-ups that
-//! arrive meanwhile join the next. A round reads the pending turns of all its sessions in one
-//! query, writes them to the index in one upsert and advances all their cursors in one
-//! statement, batch after batch until no session has a full batch left.
+//! arrive meanwhile join the next. A round reads one batch (up to `batch_size` turns) of each
+//! of its sessions, up to `SESSIONS_PER_BATCH` sessions per query, writes them to the index in
+//! one upsert and advances their cursors in one statement. A session that filled its batch may
+//! have more: it is carried into the next round, so a session with a long backlog never holds
+//! up sessions woken after it.
 //!
-//! A call returns once the round holding its sessions has finished, so when it returns `Ok`
-//! every turn stored before the call is indexed, and its delivery may be acked. If the round
-//! fails, every call in it fails and its delivery is retried (the cursors have not moved past
-//! what was not indexed). A caller never runs more than one round, so no delivery waits behind
-//! an endless stream of others; if the task running a round is cancelled, a caller waiting on
-//! that round runs it instead. Across processes the worst case stays indexing a batch twice.
+//! A call returns once its sessions have no turn left that was stored before the round that
+//! found them caught up, so when it returns `Ok` every turn stored before the call is indexed
+//! and its delivery may be acked. If a round fails, every call waiting on it fails and its
+//! delivery is retried (the cursors have not moved past what was not indexed). If the task
+//! running a round is cancelled, a caller waiting on that round runs it instead. Across
+//! processes the worst case stays indexing a batch twice.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -73,6 +75,9 @@ impl IndexerError {
 
 /// Sessions read per sweep query.
 const SWEEP_PAGE: u32 = 100;
+/// Most sessions whose turns one batch of a round reads, indexes and advances together; with
+/// `batch_size` turns each, this bounds the turns (and vectors) a worker holds at once.
+const SESSIONS_PER_BATCH: usize = 32;
 /// What a turn is indexed under, per channel; see `retrieval::text` for why.
 fn fields(turn: &StoredTurn) -> TurnFields<'_> {
     TurnFields {
@@ -105,12 +110,17 @@ struct Round {
     /// Grows while the round is open; fixed once it starts.
     sessions: Mutex<BTreeSet<String>>,
     /// Set when the round finished.
-    outcome: OnceLock<Result<Unclaimed, Arc<IndexerError>>>,
+    outcome: OnceLock<Result<Finished, Arc<IndexerError>>>,
 }
 
-/// Per session, the turns a round indexed that no caller has counted yet, so that each turn is
-/// counted by one call.
-type Unclaimed = Mutex<HashMap<String, usize>>;
+struct Finished {
+    /// Per session, the turns the round indexed that no caller has counted yet, so that each
+    /// turn is counted by one call.
+    unclaimed: Mutex<HashMap<String, usize>>,
+    /// Sessions that filled their batch, and the round they were carried into.
+    carried: BTreeSet<String>,
+    next: Option<Arc<Round>>,
+}
 
 #[derive(Default)]
 struct Rounds {
@@ -254,11 +264,33 @@ impl Indexer {
     /// count each turn once.
     #[tracing::instrument(skip_all, fields(sessions = session_ids.len(), turns = tracing::field::Empty))]
     pub async fn index_sessions(&self, session_ids: &[String]) -> Result<usize, IndexerError> {
-        let round = {
+        let mut round = {
             let rounds = lock(&self.rounds);
             lock(&rounds.open.sessions).extend(session_ids.iter().cloned());
             Arc::clone(&rounds.open)
         };
+        let mut waiting: Vec<&String> = session_ids.iter().collect();
+        let mut total = 0;
+        loop {
+            let finished = match self.finish(&round).await {
+                Ok(finished) => finished,
+                Err(e) => return Err(IndexerError::Round(Arc::clone(e))),
+            };
+            let mut unclaimed = lock(&finished.unclaimed);
+            total += waiting.iter().filter_map(|s| unclaimed.remove(*s)).sum::<usize>();
+            drop(unclaimed);
+            waiting.retain(|s| finished.carried.contains(*s));
+            round = match &finished.next {
+                Some(next) if !waiting.is_empty() => Arc::clone(next),
+                _ => break,
+            };
+        }
+        tracing::Span::current().record("turns", total);
+        Ok(total)
+    }
+
+    /// Waits for `round` to finish, running it when no other round runs (see the module docs).
+    async fn finish<'r>(&self, round: &'r Arc<Round>) -> &'r Result<Finished, Arc<IndexerError>> {
         let mut stopped = self.stopped.subscribe();
         loop {
             // Seen before the state is read, so a runner stopping after the read still wakes
@@ -266,62 +298,65 @@ impl Indexer {
             stopped.borrow_and_update();
             let run = {
                 let mut rounds = lock(&self.rounds);
-                if round.outcome.get().is_some() {
-                    break;
+                if let Some(outcome) = round.outcome.get() {
+                    return outcome;
                 }
                 let run = !rounds.running;
                 if run {
                     rounds.running = true;
-                    if Arc::ptr_eq(&rounds.open, &round) {
+                    if Arc::ptr_eq(&rounds.open, round) {
                         rounds.open = Arc::default();
                     }
                 }
                 run
             };
-            if run {
-                let _runner = Runner {
-                    rounds: &self.rounds,
-                    stopped: &self.stopped,
-                };
-                let sessions: Vec<String> = lock(&round.sessions).iter().cloned().collect();
-                let outcome = self.index_round(&sessions).await;
-                // Only the runner sets it, and only once: a round runs again only if its runner
-                // stopped before this line.
-                let _ = round.outcome.set(outcome.map(Mutex::new).map_err(Arc::new));
-            } else {
+            if !run {
                 // The sender lives in `self`, so this only returns on a change.
                 let _ = stopped.changed().await;
+                continue;
             }
-        }
-        match round.outcome.get() {
-            Some(Ok(counts)) => {
-                let mut counts = lock(counts);
-                let total = session_ids.iter().filter_map(|s| counts.remove(s)).sum();
-                tracing::Span::current().record("turns", total);
-                Ok(total)
-            }
-            Some(Err(e)) => Err(IndexerError::Round(Arc::clone(e))),
-            None => unreachable!("the loop ends only once the round has an outcome"),
+            let _runner = Runner {
+                rounds: &self.rounds,
+                stopped: &self.stopped,
+            };
+            let sessions: Vec<String> = lock(&round.sessions).iter().cloned().collect();
+            let outcome = match self.index_round(&sessions).await {
+                Ok((counts, carried)) => {
+                    let next = (!carried.is_empty()).then(|| {
+                        let rounds = lock(&self.rounds);
+                        lock(&rounds.open.sessions).extend(carried.iter().cloned());
+                        Arc::clone(&rounds.open)
+                    });
+                    Ok(Finished {
+                        unclaimed: Mutex::new(counts),
+                        carried,
+                        next,
+                    })
+                }
+                Err(e) => Err(Arc::new(e)),
+            };
+            // Only the runner sets it, and only once: a round runs again only if its runner
+            // stopped before this line.
+            let _ = round.outcome.set(outcome);
         }
     }
 
-    /// Indexes the turns of these sessions past their cursors, batch by batch, until none has
-    /// more; returns how many turns it indexed per session.
+    /// Indexes one batch of each session's turns past its cursor; returns how many turns it
+    /// indexed per session, and the sessions that filled their batch (they may have more).
     #[tracing::instrument(skip_all, fields(sessions = sessions.len(), turns = tracing::field::Empty))]
-    async fn index_round(&self, sessions: &[String]) -> Result<HashMap<String, usize>, IndexerError> {
+    async fn index_round(
+        &self,
+        sessions: &[String],
+    ) -> Result<(HashMap<String, usize>, BTreeSet<String>), IndexerError> {
         let mut counts: HashMap<String, usize> = HashMap::new();
-        let mut sessions = sessions.to_vec();
-        while !sessions.is_empty() {
-            // The batch size bounds a batch, whatever the number of sessions in the round, so
-            // that a sweep after an outage holds no more turns (and asks the embedder for no
-            // more vectors) at once than a single session's batch.
-            let per_session = (self.batch_size / sessions.len() as u32).max(1);
+        let mut carried = BTreeSet::new();
+        for sessions in sessions.chunks(SESSIONS_PER_BATCH) {
             let turns = self
                 .store
-                .pending_turns_many(INDEX_CONSUMER, &sessions, per_session)
+                .pending_turns_many(INDEX_CONSUMER, sessions, self.batch_size)
                 .await?;
             if turns.is_empty() {
-                break;
+                continue;
             }
             let groups: Vec<&[StoredTurn]> = turns.chunk_by(|a, b| a.session_id == b.session_id).collect();
             let vectors = self.embed(&groups).await?;
@@ -352,17 +387,15 @@ impl Indexer {
             }
             ::metrics::counter!(metrics::TURNS_INDEXED).increment(turns.len() as u64);
             for group in &groups {
-                *counts.entry(group[0].session_id.clone()).or_default() += group.len();
+                let session = &group[0].session_id;
+                *counts.entry(session.clone()).or_default() += group.len();
+                if group.len() >= self.batch_size as usize {
+                    carried.insert(session.clone());
+                }
             }
-            // A session that filled its share may have more.
-            sessions = groups
-                .iter()
-                .filter(|group| group.len() >= per_session as usize)
-                .map(|group| group[0].session_id.clone())
-                .collect();
         }
         tracing::Span::current().record("turns", counts.values().sum::<usize>());
-        Ok(counts)
+        Ok((counts, carried))
     }
 
     /// Indexes every session with a backlog; returns how many turns it indexed. Run at start

@@ -66,26 +66,6 @@ async fn concurrent_runs_on_one_session_index_each_turn_once() {
     assert_eq!(indexer.index_session("hot").await.unwrap(), 10);
 }
 
-/// A round that fails frees the indexer, so the retried delivery can run it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_run_frees_the_session() {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn TranscriptStore> = Arc::new(SqliteStore::open(&dir.path().join("db.sqlite")).await.unwrap());
-    let t = tenant();
-    append(&*store, &t, 0, 20).await;
-    let down = FaultyIndex::new(Arc::new(
-        EdgeIndex::open(&dir.path().join("index"), 5_000, None).unwrap(),
-    ));
-    down.set_writes_down(true);
-    let failing = Indexer::new(store.clone(), Arc::new(down), None, 100);
-    assert!(failing.index_session("hot").await.is_err());
-    assert!(
-        failing.index_session("hot").await.is_err(),
-        "the retry runs again rather than finding the session busy"
-    );
-    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 20);
-}
-
 async fn sqlite_and_edge(dir: &std::path::Path) -> (Arc<dyn TranscriptStore>, Arc<dyn SearchIndex>) {
     let store = SqliteStore::open(&dir.join("db.sqlite")).await.unwrap();
     let edge = EdgeIndex::open(&dir.join("index"), 5_000, None).unwrap();
@@ -126,25 +106,74 @@ async fn sessions_woken_together_share_a_round() {
     );
 }
 
-/// A round of many sessions (a sweep after an outage, say) keeps each batch to the batch size,
-/// shared among its sessions, rather than reading a full batch for every session at once.
+/// A round reads one batch per session: a session with more is carried into the next round,
+/// and its call returns once it has caught up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_round_keeps_to_the_batch_size() {
+async fn a_round_takes_one_batch_per_session_and_carries_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let (store, edge) = sqlite_and_edge(dir.path()).await;
     let counting = Arc::new(FaultyIndex::new(edge.clone()));
     let t = tenant();
-    let sessions: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
-    for session in &sessions {
-        append_to(&*store, &t, session, 0, 30).await;
-    }
-    let indexer = Indexer::new(store.clone(), counting.clone(), None, 100);
+    append_to(&*store, &t, "long", 0, 25).await;
+    append_to(&*store, &t, "short", 0, 5).await;
+    let indexer = Indexer::new(store.clone(), counting.clone(), None, 10);
 
-    assert_eq!(indexer.index_sessions(&sessions).await.unwrap(), 300);
+    let sessions = ["long".to_owned(), "short".to_owned()];
+    assert_eq!(indexer.index_sessions(&sessions).await.unwrap(), 30);
+    assert_eq!(
+        counting.upserts(),
+        3,
+        "10 + 5 turns, then the carried session's 10, then its last 5"
+    );
+    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
+}
+
+/// A session with a long backlog takes one batch per round, so a session woken after it is
+/// indexed in the next round rather than after the whole backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_backlog_does_not_hold_up_a_session_woken_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let slow = Arc::new(FaultyIndex::new(edge.clone()).with_upsert_delay(Duration::from_millis(20)));
+    let t = tenant();
+    append_to(&*store, &t, "backlog", 0, 400).await;
+    let indexer = Indexer::new(store.clone(), slow.clone(), None, 10);
+
+    let backlog = {
+        let indexer = indexer.clone();
+        tokio::spawn(async move { indexer.index_session("backlog").await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    append_to(&*store, &t, "late", 0, 1).await;
+    assert_eq!(indexer.index_session("late").await.unwrap(), 1);
+    let left = store.lag(INDEX_CONSUMER).await.unwrap().turns;
+    assert!(
+        left > 100,
+        "the late session waited for the backlog ({left} turns of 400 were left)"
+    );
+    assert_eq!(backlog.await.unwrap(), 400);
+    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
+}
+
+/// A round of many sessions (a sweep after an outage, say) reads, writes and advances at most
+/// 32 sessions per batch, which bounds what a worker holds at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_of_many_sessions_goes_in_bounded_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let counting = Arc::new(FaultyIndex::new(edge.clone()));
+    let t = tenant();
+    let sessions: Vec<String> = (0..40).map(|i| format!("s{i:02}")).collect();
+    for session in &sessions {
+        append_to(&*store, &t, session, 0, 2).await;
+    }
+    let indexer = Indexer::new(store.clone(), counting.clone(), None, 10);
+
+    assert_eq!(indexer.index_sessions(&sessions).await.unwrap(), 80);
     assert_eq!(
         (counting.upserts(), counting.upserted()),
-        (3, 300),
-        "300 turns in batches of 100 (10 per session)"
+        (2, 80),
+        "40 sessions in batches of 32 and 8"
     );
     assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
 }
