@@ -19,6 +19,7 @@ pub struct FaultyIndex {
     upsert_delay: Duration,
     upserted: AtomicUsize,
     upserts: AtomicUsize,
+    upserts_begun: AtomicUsize,
 }
 
 impl FaultyIndex {
@@ -32,6 +33,7 @@ impl FaultyIndex {
             upsert_delay: Duration::ZERO,
             upserted: AtomicUsize::new(0),
             upserts: AtomicUsize::new(0),
+            upserts_begun: AtomicUsize::new(0),
         }
     }
 
@@ -66,6 +68,11 @@ impl FaultyIndex {
     pub fn upserts(&self) -> usize {
         self.upserts.load(Ordering::SeqCst)
     }
+
+    /// Upserts called, finished or not.
+    pub fn upserts_begun(&self) -> usize {
+        self.upserts_begun.load(Ordering::SeqCst)
+    }
 }
 
 fn refused() -> IndexError {
@@ -75,6 +82,7 @@ fn refused() -> IndexError {
 #[async_trait]
 impl SearchIndex for FaultyIndex {
     async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
+        self.upserts_begun.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(self.upsert_delay).await;
         if self.writes_down.load(Ordering::SeqCst) {
             return Err(refused());

@@ -46,13 +46,12 @@ async fn concurrent_runs_on_one_session_index_each_turn_once() {
     // Turns appended mid-run, announced by a call that finds a round running.
     tokio::time::sleep(Duration::from_millis(120)).await;
     append(&*store, &t, 1_000, 1_250).await;
-    indexer.index_session("hot").await.unwrap();
+    let mut indexed = indexer.index_session("hot").await.unwrap();
     assert_eq!(
         store.lag(INDEX_CONSUMER).await.unwrap().turns,
         0,
         "a call returns only once the turns stored before it are indexed"
     );
-    let mut indexed = 0;
     while let Some(n) = runs.join_next().await {
         indexed += n.unwrap();
     }
@@ -78,7 +77,7 @@ async fn sqlite_and_edge(dir: &std::path::Path) -> (Arc<dyn TranscriptStore>, Ar
 async fn sessions_woken_together_share_a_round() {
     let dir = tempfile::tempdir().unwrap();
     let (store, edge) = sqlite_and_edge(dir.path()).await;
-    let counting = Arc::new(FaultyIndex::new(edge.clone()).with_upsert_delay(Duration::from_millis(100)));
+    let counting = Arc::new(FaultyIndex::new(edge.clone()).with_upsert_delay(Duration::from_millis(300)));
     let t = tenant();
     let sessions: Vec<String> = (0..20).map(|i| format!("s{i}")).collect();
     for session in &sessions {
@@ -220,7 +219,7 @@ async fn a_failed_round_fails_every_call_in_it() {
 async fn a_cancelled_round_frees_the_indexer() {
     let dir = tempfile::tempdir().unwrap();
     let (store, edge) = sqlite_and_edge(dir.path()).await;
-    let slow = Arc::new(FaultyIndex::new(edge.clone()).with_upsert_delay(Duration::from_millis(300)));
+    let slow = Arc::new(FaultyIndex::new(edge.clone()).with_upsert_delay(Duration::from_secs(1)));
     let t = tenant();
     append_to(&*store, &t, "first", 0, 5).await;
     append_to(&*store, &t, "second", 0, 5).await;
@@ -230,7 +229,9 @@ async fn a_cancelled_round_frees_the_indexer() {
         let indexer = indexer.clone();
         tokio::spawn(async move { indexer.index_session("first").await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    while slow.upserts_begun() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let waiting = {
         let indexer = indexer.clone();
         tokio::spawn(async move { indexer.index_session("second").await })
