@@ -6,7 +6,7 @@
 //! duplicates), and only once the index has them durably, advance the cursor. A crash between
 //! the two steps re-indexes the same turns on the next run and changes nothing, and so does an
 //! advance that a crash of Postgres itself loses (it is committed without waiting for the WAL
-//! flush, see `TranscriptStore::advance_cursor`). An event only says which session to look
+//! flush, see `TranscriptStore::advance_cursors`). An event only says which session to look
 //! at; the sweep finds sessions whose event was lost.
 //!
 //! # Embeddings
@@ -30,9 +30,9 @@
 //! have more: it is carried into the next round, so a session with a long backlog never holds
 //! up sessions woken after it.
 //!
-//! A call returns once its sessions have no turn left that was stored before the round that
-//! found them caught up, so when it returns `Ok` every turn stored before the call is indexed
-//! and its delivery may be acked. If a round fails, every call waiting on it fails and its
+//! A call returns once a round has read less than a full batch of each of its sessions, that
+//! is, once each is caught up with every turn stored before that round's read; so when it
+//! returns `Ok` every turn stored before the call is indexed, and its delivery may be acked. If a round fails, every call waiting on it fails and its
 //! delivery is retried (the cursors have not moved past what was not indexed). If the task
 //! running a round is cancelled, a caller waiting on that round runs it instead. Across
 //! processes the worst case stays indexing a batch twice.
@@ -260,7 +260,7 @@ impl Indexer {
 
     /// Indexes every turn of these sessions past the cursor, in a round with whatever other
     /// sessions are woken meanwhile (see the module docs). Returns how many turns of these
-    /// sessions the round indexed that no other call has counted, so that concurrent calls
+    /// sessions its rounds indexed that no other call has counted, so that concurrent calls
     /// count each turn once.
     #[tracing::instrument(skip_all, fields(sessions = session_ids.len(), turns = tracing::field::Empty))]
     pub async fn index_sessions(&self, session_ids: &[String]) -> Result<usize, IndexerError> {
@@ -386,6 +386,7 @@ impl Indexer {
                 ::metrics::histogram!(metrics::INDEX_DELAY).record(delay);
             }
             ::metrics::counter!(metrics::TURNS_INDEXED).increment(turns.len() as u64);
+            ::metrics::histogram!(metrics::INDEX_ROUND_SESSIONS).record(groups.len() as f64);
             for group in &groups {
                 let session = &group[0].session_id;
                 *counts.entry(session.clone()).or_default() += group.len();

@@ -26,6 +26,8 @@ pub const TURNS_INDEXED: &str = "sediment_turns_indexed_total";
 pub const INDEX_LAG_TURNS: &str = "sediment_index_lag_turns";
 /// Sessions with unindexed turns, as of the last sweep.
 pub const INDEX_LAG_SESSIONS: &str = "sediment_index_lag_sessions";
+/// Sessions indexed together in one batch of an index round (one read, upsert and cursor write).
+pub const INDEX_ROUND_SESSIONS: &str = "sediment_index_round_sessions";
 /// Seconds from a turn's commit to its indexing.
 pub const INDEX_DELAY: &str = "sediment_index_delay_seconds";
 /// Search-index optimizer runs (Qdrant Edge) by `result`: `changed`, `unchanged` or `failed`.
@@ -156,6 +158,10 @@ pub fn describe() {
     describe_gauge!(INDEX_LAG_TURNS, "turns stored but not yet indexed");
     describe_gauge!(INDEX_LAG_SESSIONS, "sessions with unindexed turns");
     describe_histogram!(INDEX_DELAY, Unit::Seconds, "time from a turn's commit to its indexing");
+    describe_histogram!(
+        INDEX_ROUND_SESSIONS,
+        "sessions indexed together in one batch of an index round"
+    );
     describe_counter!(INDEX_OPTIMIZER_RUNS, "search index optimizer runs by result");
     describe_histogram!(
         INDEX_OPTIMIZER_SECONDS,
@@ -276,6 +282,11 @@ pub fn prometheus() -> metrics_exporter_prometheus::PrometheusHandle {
                 .set_buckets_for_metric(
                     metrics_exporter_prometheus::Matcher::Full(INDEX_WRITE_POINTS.to_owned()),
                     &[1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0],
+                )
+                .expect("static bucket list is not empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(INDEX_ROUND_SESSIONS.to_owned()),
+                    &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
                 )
                 .expect("static bucket list is not empty")
                 .set_buckets_for_metric(

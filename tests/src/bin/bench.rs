@@ -31,7 +31,7 @@ use integration_tests::fake_openai::FakeOpenAi;
 use integration_tests::stats::percentile;
 use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
-use shared::metrics::HTTP_LATENCY;
+use shared::metrics::{HTTP_LATENCY, INDEX_ROUND_SESSIONS};
 use shared::store::INDEX_CONSUMER;
 
 const SECONDS: u64 = 10;
@@ -80,6 +80,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let flushes_before = buckets(app, FLUSH).await;
     let appends_before = buckets_where(app, HTTP_LATENCY, &APPEND_ROUTE).await;
     let writes_before = buckets(app, WRITE_POINTS).await;
+    let rounds_before = buckets(app, INDEX_ROUND_SESSIONS).await;
     let updates_before = buckets(app, UPDATE).await;
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
     let mut tasks = tokio::task::JoinSet::new();
@@ -170,9 +171,10 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let delays = since(buckets(app, INDEX_DELAY).await, &delays_before);
     let flushes = since(buckets(app, FLUSH).await, &flushes_before);
     let writes = since(buckets(app, WRITE_POINTS).await, &writes_before);
+    let rounds = since(buckets(app, INDEX_ROUND_SESSIONS).await, &rounds_before);
     let updates = since(buckets(app, UPDATE).await, &updates_before);
     println!(
-        "{ingested} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s; edge update p50={:.1}ms p99={:.1}ms, flush p50={:.1}ms p99={:.1}ms n={}, points per write p50={:.0}",
+        "{ingested} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s; edge update p50={:.1}ms p99={:.1}ms, flush p50={:.1}ms p99={:.1}ms n={}, points per write p50={:.0}; sessions per index batch p50={:.0} n={}",
         catch_up.as_secs_f64(),
         histogram_quantile(&delays, 0.50),
         histogram_quantile(&delays, 0.99),
@@ -182,6 +184,8 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
         histogram_quantile(&flushes, 0.99) * 1e3,
         flushes.last().map_or(0.0, |(_, n)| *n),
         histogram_quantile(&writes, 0.50),
+        histogram_quantile(&rounds, 0.50),
+        rounds.last().map_or(0.0, |(_, n)| *n),
     );
 }
 

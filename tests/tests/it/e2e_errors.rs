@@ -227,6 +227,7 @@ async fn probes_and_metrics_answer() {
             "sediment_turns_ingested_total",
             "sediment_events_published_total",
             "sediment_turns_indexed_total",
+            "sediment_index_round_sessions",
         ] {
             assert!(text.contains(name), "{mode:?}: /metrics lacks {name}");
         }
