@@ -434,6 +434,11 @@ async fn main() {
         no_worker,
         ..Options::default()
     };
+    // Whether the index threads' nice value reaches Postgres' backends too (see the README's
+    // "Sharing cores with Postgres"): it changes the cluster's append p99 several-fold here.
+    if let Ok(autogroup) = std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled") {
+        println!("kernel.sched_autogroup_enabled={}", autogroup.trim());
+    }
     let mut app = TestApp::with(mode, options).await;
     if what == "all" || what == "ingest" {
         for clients in [1, 16, 64] {
