@@ -301,18 +301,8 @@ impl TranscriptStore for SqliteStore {
     async fn pending_turns(&self, consumer: &str, session_id: &str, limit: u32) -> StoreResult<(i64, Vec<StoredTurn>)> {
         let consumer = consumer.to_owned();
         let session_id = session_id.to_owned();
-        self.run(move |conn| {
-            let tx = conn.transaction()?;
-            let cursor: i64 = tx
-                .prepare_cached(sql::CURSOR)?
-                .query_row(params![consumer, session_id], |row| row.get("seq"))
-                .optional()?
-                .unwrap_or(0);
-            let mut stmt = tx.prepare_cached(sql::PENDING_TURNS)?;
-            let rows = stmt.query(params![session_id, cursor, i64::from(limit)])?;
-            Ok((cursor, stored_turns(rows)?))
-        })
-        .await
+        self.run(move |conn| pending_of(&conn.transaction()?, &consumer, &session_id, limit))
+            .await
     }
 
     #[instrument(skip_all, fields(consumer = consumer, sessions = session_ids.len(), limit = limit))]
@@ -331,17 +321,7 @@ impl TranscriptStore for SqliteStore {
             let tx = conn.transaction()?;
             let mut turns = Vec::new();
             for session_id in &session_ids {
-                let cursor: i64 = tx
-                    .prepare_cached(sql::CURSOR)?
-                    .query_row(params![consumer, session_id], |row| row.get("seq"))
-                    .optional()?
-                    .unwrap_or(0);
-                let mut stmt = tx.prepare_cached(sql::PENDING_TURNS)?;
-                turns.extend(stored_turns(stmt.query(params![
-                    session_id,
-                    cursor,
-                    i64::from(limit)
-                ])?)?);
+                turns.extend(pending_of(&tx, &consumer, session_id, limit)?.1);
             }
             Ok(turns)
         })
@@ -495,6 +475,24 @@ fn tenant_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Tenant> {
         agent: row.get("agent_id")?,
         user: row.get("user_id")?,
     })
+}
+
+/// A session's cursor for `consumer` and up to `limit` turns past it, read in `tx` so that both
+/// are of one moment.
+fn pending_of(
+    tx: &rusqlite::Transaction<'_>,
+    consumer: &str,
+    session_id: &str,
+    limit: u32,
+) -> Outcome<(i64, Vec<StoredTurn>)> {
+    let cursor: i64 = tx
+        .prepare_cached(sql::CURSOR)?
+        .query_row(params![consumer, session_id], |row| row.get("seq"))
+        .optional()?
+        .unwrap_or(0);
+    let mut stmt = tx.prepare_cached(sql::PENDING_TURNS)?;
+    let rows = stmt.query(params![session_id, cursor, i64::from(limit)])?;
+    Ok((cursor, stored_turns(rows)?))
 }
 
 fn stored_turns(mut rows: rusqlite::Rows<'_>) -> Outcome<Vec<StoredTurn>> {
