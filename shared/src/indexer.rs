@@ -32,10 +32,11 @@
 //!
 //! A call returns once a round has read less than a full batch of each of its sessions, that
 //! is, once each is caught up with every turn stored before that round's read; so when it
-//! returns `Ok` every turn stored before the call is indexed, and its delivery may be acked. If a round fails, every call waiting on it fails and its
-//! delivery is retried (the cursors have not moved past what was not indexed). If the task
-//! running a round is cancelled, a caller waiting on that round runs it instead. Across
-//! processes the worst case stays indexing a batch twice.
+//! returns `Ok` every turn stored before the call is indexed, and its delivery may be acked.
+//! If a round fails, every call waiting on it fails and its delivery is retried (the cursors
+//! have not moved past what was not indexed). If the task running a round is cancelled, a
+//! caller waiting on that round runs it instead. Across processes the worst case stays
+//! indexing a batch twice.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};

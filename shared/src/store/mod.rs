@@ -137,8 +137,8 @@ pub trait TranscriptStore: Send + Sync + 'static {
 
     /// Reads, for each of `session_ids`, up to `limit` turns past `consumer`'s cursor, in one
     /// query: the index worker reads every session woken in a round at once. Turns come grouped
-    /// by session and in seq order within one; a session with nothing pending, or unknown, has
-    /// none. Not tenant-scoped: for workers only.
+    /// by session and in seq order within one, each turn once; a session with nothing pending, or
+    /// unknown, has none. Not tenant-scoped: for workers only.
     async fn pending_turns_many(
         &self,
         consumer: &str,

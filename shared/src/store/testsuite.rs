@@ -550,6 +550,11 @@ pub async fn cursors_of_many_sessions_move_together(store: &dyn TranscriptStore)
         "every session's pending turns, whatever its tenant; none for an empty or unknown session"
     );
     assert_eq!(
+        read(ids(&[&c, &c]), 100).await,
+        vec![(sc.clone(), 1)],
+        "a session listed twice is read once"
+    );
+    assert_eq!(
         grouped(read(ids(&[&a, &b, &c]), 1).await),
         grouped(vec![(sa.clone(), 1), (sb.clone(), 1), (sc.clone(), 1)]),
         "the limit holds per session"

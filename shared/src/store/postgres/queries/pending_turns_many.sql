@@ -1,8 +1,9 @@
 -- Up to $3 turns past the cursor for each session in $2, in one round trip: the index worker
--- reads every session woken in a round at once. Sessions with nothing pending yield no row.
+-- reads every session woken in a round at once. Sessions with nothing pending yield no row; a
+-- session listed twice is read once.
 SELECT m.id, m.session_id, m.team_id, m.agent_id, m.user_id, m.seq, m.role, m.content,
        m.metadata, m.client_id, m.created_at
-FROM unnest($2::text[]) AS s(session_id)
+FROM (SELECT DISTINCT unnest($2::text[]) AS session_id) s
 CROSS JOIN LATERAL (
     SELECT id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id,
            created_at
