@@ -201,20 +201,24 @@ impl Bm25 {
 
     /// Embeds a document's text: term-frequency weights, normalized by length.
     pub fn embed_document(&self, text: &str) -> SparseVector {
-        let text = prepare(text);
-        convert(match fast_words(&text, &self.separators) {
-            Some(words) => self.words.embed_document(&words),
-            None => self.model.embed_document(&text),
-        })
+        let (model, text) = self.analyze(text);
+        convert(model.embed_document(&text))
     }
 
     /// Embeds a query's text: unit weight per distinct token. Empty when no token is left.
     pub fn embed_query(&self, text: &str) -> SparseVector {
+        let (model, text) = self.analyze(text);
+        convert(model.embed_query(&text))
+    }
+
+    /// The model to embed `text` with and what to give it, the same for documents and
+    /// queries: the fast path's words when it takes the text, charabia's input otherwise.
+    fn analyze<'a>(&self, text: &'a str) -> (&EdgeBm25, Cow<'a, str>) {
         let text = prepare(text);
-        convert(match fast_words(&text, &self.separators) {
-            Some(words) => self.words.embed_query(&words),
-            None => self.model.embed_query(&text),
-        })
+        match fast_words(&text, &self.separators) {
+            Some(words) => (&self.words, Cow::Owned(words)),
+            None => (&self.model, text),
+        }
     }
 }
 
