@@ -31,7 +31,10 @@ use integration_tests::fake_openai::FakeOpenAi;
 use integration_tests::stats::percentile;
 use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
-use shared::metrics::{HTTP_LATENCY, INDEX_ROUND_SESSIONS};
+use shared::metrics::{
+    HTTP_LATENCY, INDEX_DELAY, INDEX_FLUSH_SECONDS, INDEX_OPTIMIZING, INDEX_ROUND_SESSIONS, INDEX_UPDATE_SECONDS,
+    INDEX_WRITE_POINTS,
+};
 use shared::store::INDEX_CONSUMER;
 
 const SECONDS: u64 = 10;
@@ -77,11 +80,11 @@ async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
 async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching: bool) {
     let t = tenant();
     let delays_before = buckets(app, INDEX_DELAY).await;
-    let flushes_before = buckets(app, FLUSH).await;
+    let flushes_before = buckets(app, INDEX_FLUSH_SECONDS).await;
     let appends_before = buckets_where(app, HTTP_LATENCY, &APPEND_ROUTE).await;
-    let writes_before = buckets(app, WRITE_POINTS).await;
+    let writes_before = buckets(app, INDEX_WRITE_POINTS).await;
     let rounds_before = buckets(app, INDEX_ROUND_SESSIONS).await;
-    let updates_before = buckets(app, UPDATE).await;
+    let updates_before = buckets(app, INDEX_UPDATE_SECONDS).await;
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..clients {
@@ -169,10 +172,10 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     app.wait_indexed(Duration::from_secs(600)).await;
     let catch_up = ingest_end.elapsed();
     let delays = since(buckets(app, INDEX_DELAY).await, &delays_before);
-    let flushes = since(buckets(app, FLUSH).await, &flushes_before);
-    let writes = since(buckets(app, WRITE_POINTS).await, &writes_before);
+    let flushes = since(buckets(app, INDEX_FLUSH_SECONDS).await, &flushes_before);
+    let writes = since(buckets(app, INDEX_WRITE_POINTS).await, &writes_before);
     let rounds = since(buckets(app, INDEX_ROUND_SESSIONS).await, &rounds_before);
-    let updates = since(buckets(app, UPDATE).await, &updates_before);
+    let updates = since(buckets(app, INDEX_UPDATE_SECONDS).await, &updates_before);
     println!(
         "{ingested} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s; edge update p50={:.1}ms p99={:.1}ms, flush p50={:.1}ms p99={:.1}ms n={}, points per write p50={:.0}; sessions per index batch p50={:.0} n={}",
         catch_up.as_secs_f64(),
@@ -190,10 +193,6 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
 }
 
 const APPEND_ROUTE: [(&str, &str); 2] = [("method", "POST"), ("route", "/v1/sessions/{session_id}/messages")];
-const INDEX_DELAY: &str = "sediment_index_delay_seconds";
-const FLUSH: &str = "sediment_index_flush_seconds";
-const WRITE_POINTS: &str = "sediment_index_write_points";
-const UPDATE: &str = "sediment_index_update_seconds";
 
 /// `after - before`, bucket by bucket.
 fn since(after: Vec<(f64, f64)>, before: &[(f64, f64)]) -> Vec<(f64, f64)> {
@@ -334,10 +333,8 @@ async fn load(app: &TestApp, t: &shared::domain::Tenant, from: usize, to: usize)
 /// timed in the steady state, as a serving index spends most of its time; `bench_dense` times
 /// queries during optimizer runs.
 async fn optimizer_running(app: &TestApp) -> bool {
-    metrics_text(app)
-        .await
-        .lines()
-        .any(|line| line.trim() == "sediment_index_optimizing 1")
+    let running = format!("{INDEX_OPTIMIZING} 1");
+    metrics_text(app).await.lines().any(|line| line.trim() == running)
 }
 
 /// The API's `/metrics` body.
