@@ -5,6 +5,7 @@
 pub mod amqp;
 pub mod app;
 pub mod browser;
+pub mod cpu;
 pub mod fake_openai;
 pub mod faulty_index;
 pub mod mixed_session;

@@ -6,8 +6,9 @@
 //! ```
 //!
 //! Ingest: for 1, 16 and 64 concurrent clients, each sends append requests of `BATCH` turns to
-//! its own session for `SECONDS`; reports request latency p50/p99 and turns/s, then the time
-//! until the index caught up (index lag). Search: loads `SEARCH_TURNS` turns into one tenant
+//! its own session for `SECONDS`; reports request latency p50/p99 and turns/s, how busy the
+//! cores were meanwhile and which processes kept them busy (`integration_tests::cpu`), then the
+//! time until the index caught up (index lag). Search: loads `SEARCH_TURNS` turns into one tenant
 //! and times `SEARCH_QUERIES` queries, without a date and with one. With `BENCH_NO_WORKER=1`
 //! no index worker runs: ingest alone, as when workers run on other machines (run `ingest`
 //! only then). `mixed` times searches of one more client during the paced ingest at 64
@@ -27,6 +28,7 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
+use integration_tests::cpu;
 use integration_tests::fake_openai::FakeOpenAi;
 use integration_tests::stats::percentile;
 use integration_tests::synthetic::{sentence, Rng};
@@ -85,6 +87,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let writes_before = buckets(app, INDEX_WRITE_POINTS).await;
     let rounds_before = buckets(app, INDEX_ROUND_SESSIONS).await;
     let updates_before = buckets(app, INDEX_UPDATE_SECONDS).await;
+    let cpu_before = cpu::Sample::now();
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..clients {
@@ -139,6 +142,9 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
         (latencies, Instant::now())
     };
     let (mut searches, (mut latencies, ingest_end)) = tokio::join!(searches, clients_done);
+    let cpu = cpu_before
+        .zip(cpu::Sample::now())
+        .map(|(before, after)| before.until(&after));
     if searching {
         searches.sort_unstable();
         println!(
@@ -154,7 +160,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     // which leaves out the client and the wait for a runtime thread on either side.
     let server = since(buckets_where(app, HTTP_LATENCY, &APPEND_ROUTE).await, &appends_before);
     let ingested = format!(
-        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} {} turns/s={:.0} (server p50={:.2}ms p99={:.2}ms)",
+        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} {} turns/s={:.0} (server p50={:.2}ms p99={:.2}ms; cpu {})",
         app.mode,
         rate.map(|r| format!("paced at {r:.0} turns/s"))
             .unwrap_or_else(|| "closed loop".into()),
@@ -163,6 +169,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
         turns as f64 / SECONDS as f64,
         histogram_quantile(&server, 0.50) * 1e3,
         histogram_quantile(&server, 0.99) * 1e3,
+        cpu.map_or_else(|| "unknown".to_string(), |u| u.to_string()),
     );
     if !app.backends.api_runs_index_worker {
         println!("{ingested} | no index worker");
