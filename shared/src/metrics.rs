@@ -28,6 +28,8 @@ pub const INDEX_LAG_TURNS: &str = "sediment_index_lag_turns";
 pub const INDEX_LAG_SESSIONS: &str = "sediment_index_lag_sessions";
 /// Sessions indexed together in one batch of an index round (one read, upsert and cursor write).
 pub const INDEX_ROUND_SESSIONS: &str = "sediment_index_round_sessions";
+/// Appends committed together in one SQLite transaction, one fsync (embedded deployment).
+pub const STORE_GROUP_COMMIT_APPENDS: &str = "sediment_store_group_commit_appends";
 /// Seconds from a turn's commit to its indexing.
 pub const INDEX_DELAY: &str = "sediment_index_delay_seconds";
 /// Search-index optimizer runs (Qdrant Edge) by `result`: `changed`, `unchanged` or `failed`.
@@ -162,6 +164,10 @@ pub fn describe() {
         INDEX_ROUND_SESSIONS,
         "sessions indexed together in one batch of an index round"
     );
+    describe_histogram!(
+        STORE_GROUP_COMMIT_APPENDS,
+        "appends committed together in one SQLite transaction"
+    );
     describe_counter!(INDEX_OPTIMIZER_RUNS, "search index optimizer runs by result");
     describe_histogram!(
         INDEX_OPTIMIZER_SECONDS,
@@ -287,6 +293,11 @@ pub fn prometheus() -> metrics_exporter_prometheus::PrometheusHandle {
                 .set_buckets_for_metric(
                     metrics_exporter_prometheus::Matcher::Full(INDEX_ROUND_SESSIONS.to_owned()),
                     &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+                )
+                .expect("static bucket list is not empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(STORE_GROUP_COMMIT_APPENDS.to_owned()),
+                    &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
                 )
                 .expect("static bucket list is not empty")
                 .set_buckets_for_metric(

@@ -10,6 +10,15 @@
 //! and `append` also opens an immediate (write-locking) transaction, which keeps seqs gapless
 //! even if another process writes the same file. A lock held too long by another process
 //! surfaces as `StoreError::Unavailable` once the busy timeout expires.
+//!
+//! # Group commit
+//! Each commit waits for an fsync, and appends take the connection one at a time: when the
+//! disk is slow (another writer flushing), every append queued behind one slow fsync waited for
+//! its own as well. So appends queue up, and whichever append's blocking call gets the
+//! connection commits all queued ones in one transaction, each in its own savepoint: one fsync
+//! for the group, and an append that fails (a session owned by another tenant, say) is rolled
+//! back to its savepoint alone. If the group's commit itself fails, nothing of it was written,
+//! and each append is retried in a transaction of its own, so each gets its own outcome.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -95,6 +104,21 @@ mod sql {
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// Appends waiting for the next group commit (see the module docs).
+    appends: Arc<Mutex<Vec<QueuedAppend>>>,
+    #[cfg(test)]
+    fail_next_group_commit: Arc<std::sync::atomic::AtomicBool>,
+    /// The size of each group committed, in order.
+    #[cfg(test)]
+    group_sizes: Arc<Mutex<Vec<usize>>>,
+}
+
+/// An append waiting in the queue, and where its outcome goes.
+struct QueuedAppend {
+    tenant: Tenant,
+    session_id: String,
+    turns: Vec<NewTurn>,
+    reply: tokio::sync::oneshot::Sender<Outcome<Vec<AppendedTurn>>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -146,6 +170,11 @@ impl SqliteStore {
             .map_err(store_error)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
+            appends: Arc::default(),
+            #[cfg(test)]
+            fail_next_group_commit: Arc::default(),
+            #[cfg(test)]
+            group_sizes: Arc::default(),
         })
     }
 
@@ -156,15 +185,10 @@ impl SqliteStore {
         F: FnOnce(&mut Connection) -> Outcome<T> + Send + 'static,
     {
         let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
-            // A panic mid-call rolled its transaction back when the guard unwound, so the
-            // connection is still sound: ignore the poison.
-            let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
-            call(&mut conn)
-        })
-        .await
-        .map_err(|e| StoreError::Backend(Box::new(e)))?
-        .map_err(store_error)
+        tokio::task::spawn_blocking(move || call(&mut lock(&conn)))
+            .await
+            .map_err(|e| StoreError::Backend(Box::new(e)))?
+            .map_err(store_error)
     }
 }
 
@@ -203,8 +227,39 @@ impl TranscriptStore for SqliteStore {
     async fn append(&self, tenant: &Tenant, session: &SessionId, turns: &[NewTurn]) -> StoreResult<Vec<AppendedTurn>> {
         let tenant = tenant.clone();
         let session_id = session.as_str().to_owned();
-        let turns = turns.to_vec();
-        self.run(move |conn| append(conn, &tenant, &session_id, &turns)).await
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        lock(&self.appends).push(QueuedAppend {
+            tenant,
+            session_id,
+            turns: turns.to_vec(),
+            reply,
+        });
+        let (conn, queue) = (Arc::clone(&self.conn), Arc::clone(&self.appends));
+        #[cfg(test)]
+        let (fail_commit, group_sizes) = (Arc::clone(&self.fail_next_group_commit), Arc::clone(&self.group_sizes));
+        // This append's own call commits the queue when it gets the connection, unless a call
+        // before it took this append along; either way the outcome arrives on `reply`. The
+        // call is not awaited: a caller that goes away leaves the append to be committed.
+        tokio::task::spawn_blocking(move || {
+            let mut conn = lock(&conn);
+            let group = std::mem::take(&mut *lock(&queue));
+            if group.is_empty() {
+                return;
+            }
+            #[cfg(test)]
+            {
+                lock(&group_sizes).push(group.len());
+                if fail_commit.swap(false, std::sync::atomic::Ordering::AcqRel) {
+                    return commit_appends(&mut conn, group, true);
+                }
+            }
+            commit_appends(&mut conn, group, false);
+        });
+        match outcome.await {
+            Ok(outcome) => outcome.map_err(store_error),
+            // Dropped without an answer: the call committing it panicked, before the commit.
+            Err(e) => Err(StoreError::Backend(Box::new(e))),
+        }
     }
 
     #[instrument(skip_all, fields(session_id = %session, after_seq = after_seq, limit = limit))]
@@ -387,8 +442,75 @@ impl TranscriptStore for SqliteStore {
 }
 
 /// The whole append, in one immediate transaction; dropping `tx` on any error rolls it back.
-fn append(conn: &mut Connection, tenant: &Tenant, session_id: &str, turns: &[NewTurn]) -> Outcome<Vec<AppendedTurn>> {
+/// Commits a group of queued appends in one transaction and answers each (see the module docs).
+/// `fail_commit` makes the group's commit fail, for the tests of what follows.
+fn commit_appends(conn: &mut Connection, group: Vec<QueuedAppend>, fail_commit: bool) {
+    let outcomes = append_group(conn, &group, fail_commit);
+    for (queued, outcome) in group.into_iter().zip(outcomes) {
+        // A caller that went away no longer wants the answer; the append stands.
+        let _ = queued.reply.send(outcome);
+    }
+}
+
+/// The outcome of each append of `group`, in order.
+fn append_group(conn: &mut Connection, group: &[QueuedAppend], fail_commit: bool) -> Vec<Outcome<Vec<AppendedTurn>>> {
+    if let [single] = group {
+        // Alone, the append needs no savepoint: its failure rolls back all there is.
+        ::metrics::histogram!(crate::metrics::STORE_GROUP_COMMIT_APPENDS).record(1.0);
+        return vec![alone_one(conn, single)];
+    }
+    let together = (|| -> Outcome<Vec<Outcome<Vec<AppendedTurn>>>> {
+        let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut outcomes = Vec::with_capacity(group.len());
+        for q in group {
+            // Dropped without `commit`, a savepoint rolls back what was done under it.
+            let savepoint = tx.savepoint()?;
+            let appended = append(&savepoint, &q.tenant, &q.session_id, &q.turns);
+            if appended.is_ok() {
+                savepoint.commit()?;
+            }
+            outcomes.push(appended);
+        }
+        if fail_commit {
+            return Err(Failure::Corrupt("the group's commit failed (test)".into()));
+        }
+        tx.commit()?;
+        Ok(outcomes)
+    })();
+    match together {
+        Ok(outcomes) => {
+            ::metrics::histogram!(crate::metrics::STORE_GROUP_COMMIT_APPENDS).record(group.len() as f64);
+            outcomes
+        }
+        // Another process holds the write lock past the busy timeout: one at a time, each
+        // append would wait that long again. Each gets the same retryable answer instead.
+        Err(Failure::Sqlite(rusqlite::Error::SqliteFailure(code, _)))
+            if matches!(code.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) =>
+        {
+            let busy = || rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code.extended_code), None);
+            group.iter().map(|_| Err(Failure::Sqlite(busy()))).collect()
+        }
+        Err(error) => {
+            tracing::warn!(
+                appends = group.len(),
+                error = %store_error(error),
+                "group commit failed; committing its appends one by one"
+            );
+            group.iter().map(|q| alone_one(conn, q)).collect()
+        }
+    }
+}
+
+/// One queued append in a transaction of its own.
+fn alone_one(conn: &mut Connection, queued: &QueuedAppend) -> Outcome<Vec<AppendedTurn>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let appended = append(&tx, &queued.tenant, &queued.session_id, &queued.turns)?;
+    tx.commit()?;
+    Ok(appended)
+}
+
+/// One append, inside the caller's transaction (or savepoint).
+fn append(tx: &Connection, tenant: &Tenant, session_id: &str, turns: &[NewTurn]) -> Outcome<Vec<AppendedTurn>> {
     let now = truncate_to_micros(Utc::now());
     tx.prepare_cached(sql::CLAIM_SESSION)?.execute(params![
         session_id,
@@ -451,7 +573,6 @@ fn append(conn: &mut Connection, tenant: &Tenant, session_id: &str, turns: &[New
         tx.prepare_cached(sql::UPDATE_SESSION)?
             .execute(params![session_id, plan.last_seq, now.timestamp_micros()])?;
     }
-    tx.commit()?;
     Ok(plan.results)
 }
 
@@ -534,6 +655,12 @@ where
     Ok(serde_json::to_string(&values.into_iter().collect::<Vec<_>>())?)
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic mid-call rolled its transaction back when the guard unwound, so the connection
+    // is still sound, and the queue is only ever pushed to or taken whole: ignore the poison.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn store_error(failure: Failure) -> StoreError {
     match failure {
         Failure::SessionNotFound => StoreError::SessionNotFound,
@@ -555,6 +682,181 @@ fn is_busy(error: &rusqlite::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn turn(content: &str, client_id: Option<&str>) -> NewTurn {
+        NewTurn {
+            role: Role::User,
+            content: content.into(),
+            metadata: serde_json::Map::new(),
+            client_id: client_id.map(Into::into),
+            created_at: None,
+        }
+    }
+
+    fn tenant(user: &str) -> Tenant {
+        Tenant {
+            team: "t".into(),
+            agent: "a".into(),
+            user: user.into(),
+        }
+    }
+
+    /// Queues `appends` while the test holds the connection, so that they are committed as one
+    /// group once it lets go; returns each append's outcome, in order.
+    #[expect(
+        clippy::await_holding_lock,
+        reason = "the appends must queue while the connection is held; only the blocking calls wait for it"
+    )]
+    async fn appended_together(
+        store: &SqliteStore,
+        appends: Vec<(Tenant, &str, Vec<NewTurn>)>,
+    ) -> Vec<StoreResult<Vec<AppendedTurn>>> {
+        let held = lock(&store.conn);
+        let count = appends.len();
+        let mut tasks = Vec::new();
+        for (tenant, session, turns) in appends {
+            let (cloned, session) = (store.clone(), SessionId::parse(session).unwrap());
+            tasks.push(tokio::spawn(
+                async move { cloned.append(&tenant, &session, &turns).await },
+            ));
+            // Queued in this order: each task pushes before its first await.
+            while lock(&store.appends).len() < tasks.len() {
+                tokio::task::yield_now().await;
+            }
+        }
+        assert_eq!(lock(&store.appends).len(), count);
+        drop(held);
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
+        outcomes
+    }
+
+    fn seqs(outcome: &StoreResult<Vec<AppendedTurn>>) -> Vec<i64> {
+        outcome.as_ref().expect("appended").iter().map(|t| t.seq).collect()
+    }
+
+    async fn stored_seqs(store: &SqliteStore, tenant: &Tenant, session: &str) -> Vec<(i64, String)> {
+        let session = SessionId::parse(session).unwrap();
+        let turns = store.list(tenant, &session, 0, 100).await.unwrap();
+        turns.into_iter().map(|t| (t.seq, t.content)).collect()
+    }
+
+    #[tokio::test]
+    async fn queued_appends_commit_as_one_group_and_a_failing_one_alone_is_rolled_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("sediment.db")).await.unwrap();
+        let (a, b) = (tenant("a"), tenant("b"));
+        let session = SessionId::parse("s").unwrap();
+        store.append(&a, &session, &[turn("first", None)]).await.unwrap();
+
+        let outcomes = appended_together(
+            &store,
+            vec![
+                (a.clone(), "s", vec![turn("two", None), turn("three", None)]),
+                // Another tenant's session: fails, and takes nothing of the others with it.
+                (b.clone(), "s", vec![turn("intruder", None)]),
+                (a.clone(), "s", vec![turn("four", Some("c1"))]),
+                (a.clone(), "other", vec![turn("elsewhere", None)]),
+                // A retry inside the same group finds the first one's turn.
+                (a.clone(), "s", vec![turn("four", Some("c1"))]),
+            ],
+        )
+        .await;
+        assert_eq!(*lock(&store.group_sizes), vec![1, 5]);
+        assert_eq!(seqs(&outcomes[0]), vec![2, 3]);
+        assert!(matches!(outcomes[1], Err(StoreError::SessionNotFound)));
+        assert_eq!(seqs(&outcomes[2]), vec![4]);
+        assert_eq!(seqs(&outcomes[3]), vec![1]);
+        assert_eq!(outcomes[4].as_ref().unwrap(), outcomes[2].as_ref().unwrap());
+
+        let stored = stored_seqs(&store, &a, "s").await;
+        let expected: Vec<(i64, String)> = [(1, "first"), (2, "two"), (3, "three"), (4, "four")]
+            .into_iter()
+            .map(|(seq, content)| (seq, content.to_string()))
+            .collect();
+        assert_eq!(stored, expected);
+        assert!(matches!(
+            store.list(&b, &session, 0, 10).await,
+            Err(StoreError::SessionNotFound)
+        ));
+        // Committed for good: a new connection to the file sees the same turns.
+        drop(store);
+        let reopened = SqliteStore::open(&dir.path().join("sediment.db")).await.unwrap();
+        assert_eq!(stored_seqs(&reopened, &a, "s").await, expected);
+    }
+
+    #[tokio::test]
+    async fn when_a_group_commit_fails_each_append_is_committed_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("sediment.db")).await.unwrap();
+        let (a, b) = (tenant("a"), tenant("b"));
+        store
+            .append(&a, &SessionId::parse("s").unwrap(), &[turn("first", None)])
+            .await
+            .unwrap();
+        store
+            .fail_next_group_commit
+            .store(true, std::sync::atomic::Ordering::Release);
+
+        let outcomes = appended_together(
+            &store,
+            vec![
+                (a.clone(), "s", vec![turn("two", None)]),
+                (b.clone(), "s", vec![turn("intruder", None)]),
+                (a.clone(), "s", vec![turn("three", None), turn("four", None)]),
+            ],
+        )
+        .await;
+        assert_eq!(*lock(&store.group_sizes), vec![1, 3]);
+        // Nothing of the failed group was written, so the retries start from seq 2 again.
+        assert_eq!(seqs(&outcomes[0]), vec![2]);
+        assert!(matches!(outcomes[1], Err(StoreError::SessionNotFound)));
+        assert_eq!(seqs(&outcomes[2]), vec![3, 4]);
+        let stored: Vec<i64> = stored_seqs(&store, &a, "s")
+            .await
+            .into_iter()
+            .map(|(seq, _)| seq)
+            .collect();
+        assert_eq!(stored, vec![1, 2, 3, 4]);
+    }
+
+    #[tokio::test]
+    async fn a_group_that_cannot_get_the_write_lock_is_told_to_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sediment.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        let a = tenant("a");
+        store
+            .append(&a, &SessionId::parse("s").unwrap(), &[turn("first", None)])
+            .await
+            .unwrap();
+        // Another process's writer, holding the lock past the busy timeout.
+        let mut other = Connection::open(&path).unwrap();
+        let writing = other.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+        let started = std::time::Instant::now();
+        let outcomes = appended_together(
+            &store,
+            vec![
+                (a.clone(), "s", vec![turn("two", None)]),
+                (a.clone(), "s", vec![turn("three", None)]),
+            ],
+        )
+        .await;
+        // One busy timeout for the group, not one per append.
+        assert!(started.elapsed() < BUSY_TIMEOUT * 2, "{:?}", started.elapsed());
+        for outcome in &outcomes {
+            assert!(matches!(outcome, Err(e) if e.is_retryable()), "{outcome:?}");
+        }
+        drop(writing);
+        let stored: Vec<i64> = stored_seqs(&store, &a, "s")
+            .await
+            .into_iter()
+            .map(|(seq, _)| seq)
+            .collect();
+        assert_eq!(stored, vec![1]);
+    }
 
     fn failure(code: i32) -> rusqlite::Error {
         rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)

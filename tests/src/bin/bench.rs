@@ -35,7 +35,7 @@ use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
 use shared::metrics::{
     HTTP_LATENCY, INDEX_DELAY, INDEX_FLUSH_SECONDS, INDEX_OPTIMIZING, INDEX_ROUND_SESSIONS, INDEX_UPDATE_SECONDS,
-    INDEX_WRITE_POINTS,
+    INDEX_WRITE_POINTS, STORE_GROUP_COMMIT_APPENDS,
 };
 use shared::store::INDEX_CONSUMER;
 
@@ -87,6 +87,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let writes_before = buckets(app, INDEX_WRITE_POINTS).await;
     let rounds_before = buckets(app, INDEX_ROUND_SESSIONS).await;
     let updates_before = buckets(app, INDEX_UPDATE_SECONDS).await;
+    let groups_before = buckets(app, STORE_GROUP_COMMIT_APPENDS).await;
     let cpu_before = cpu::Sample::now();
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
     let mut tasks = tokio::task::JoinSet::new();
@@ -159,8 +160,18 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     // The API's own view (request in to response out, from its histogram: coarse buckets),
     // which leaves out the client and the wait for a runtime thread on either side.
     let server = since(buckets_where(app, HTTP_LATENCY, &APPEND_ROUTE).await, &appends_before);
+    // Only the SQLite store commits appends in groups.
+    let groups = since(buckets(app, STORE_GROUP_COMMIT_APPENDS).await, &groups_before);
+    let grouped = match groups.last() {
+        Some((_, n)) if *n > 0.0 => format!(
+            "; appends per commit p50={:.1} p99={:.1}",
+            histogram_quantile(&groups, 0.50),
+            histogram_quantile(&groups, 0.99)
+        ),
+        _ => String::new(),
+    };
     let ingested = format!(
-        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} {} turns/s={:.0} (server p50={:.2}ms p99={:.2}ms; cpu {})",
+        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} {} turns/s={:.0} (server p50={:.2}ms p99={:.2}ms{grouped}; cpu {})",
         app.mode,
         rate.map(|r| format!("paced at {r:.0} turns/s"))
             .unwrap_or_else(|| "closed loop".into()),
