@@ -441,7 +441,6 @@ impl TranscriptStore for SqliteStore {
     }
 }
 
-/// The whole append, in one immediate transaction; dropping `tx` on any error rolls it back.
 /// Commits a group of queued appends in one transaction and answers each (see the module docs).
 /// `fail_commit` makes the group's commit fail, for the tests of what follows.
 fn commit_appends(conn: &mut Connection, group: Vec<QueuedAppend>, fail_commit: bool) {
