@@ -12,7 +12,7 @@
 //! and times `SEARCH_QUERIES` queries, without a date and with one. With `BENCH_NO_WORKER=1`
 //! no index worker runs: ingest alone, as when workers run on other machines (run `ingest`
 //! only then). `mixed` times searches of one more client during the paced ingest at 64
-//! clients. `SEDIMENT_*` settings in the environment apply to the app under test
+//! clients, one query after another (`BENCH_SEARCH_RATE=400` paces it instead). `SEDIMENT_*` settings in the environment apply to the app under test
 //! (`SEDIMENT_INDEX_NICE=0` runs index writes at the requests' priority, say), except where
 //! its state lives. L1 extraction is off unless `BENCH_WITH_EXTRACT=1`: these numbers are for
 //! the L0 path.
@@ -126,10 +126,22 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
             latencies
         });
     }
+    // `BENCH_SEARCH_RATE=400` paces the searching client at 400 queries/s; by default it sends
+    // each query when the last returned, so faster searches also mean more search load.
+    let search_interval = std::env::var("BENCH_SEARCH_RATE")
+        .ok()
+        .and_then(|r| r.parse::<f64>().ok())
+        .filter(|r| *r > 0.0)
+        .map(|r| Duration::from_secs_f64(1.0 / r));
     let searches = async {
         let mut latencies = Vec::new();
         let mut q = 0;
+        let mut next = Instant::now();
         while searching && Instant::now() < deadline {
+            if let Some(interval) = search_interval {
+                tokio::time::sleep_until(next.into()).await;
+                next += interval;
+            }
             latencies.push(timed_search(app, &t, &query_words(q, 2)).await);
             q += 1;
         }
