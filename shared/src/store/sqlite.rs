@@ -483,10 +483,11 @@ fn append_group(conn: &mut Connection, group: &[QueuedAppend], fail_commit: bool
         }
         // Another process holds the write lock past the busy timeout: one at a time, each
         // append would wait that long again. Each gets the same retryable answer instead.
-        Err(Failure::Sqlite(rusqlite::Error::SqliteFailure(code, _)))
-            if matches!(code.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) =>
-        {
-            let busy = || rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code.extended_code), None);
+        Err(Failure::Sqlite(error)) if is_busy(&error) => {
+            let code = error
+                .sqlite_error()
+                .map_or(rusqlite::ffi::SQLITE_BUSY, |e| e.extended_code);
+            let busy = || rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None);
             group.iter().map(|_| Err(Failure::Sqlite(busy()))).collect()
         }
         Err(error) => {
