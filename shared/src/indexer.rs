@@ -39,7 +39,7 @@
 //! indexing a batch twice.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::Utc;
 
@@ -49,6 +49,9 @@ use crate::index::{IndexError, IndexPoint, PointKind, SearchIndex};
 use crate::metrics;
 use crate::retrieval::{self, TurnFields};
 use crate::store::{StoreError, TranscriptStore, INDEX_CONSUMER};
+// Poison is ignored: each change to the rounds is one insertion or assignment, and a runner
+// that panics frees its round through `Runner`'s drop.
+use crate::sync::lock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexerError {
@@ -143,10 +146,6 @@ impl Drop for Runner<'_> {
         lock(self.rounds).running = false;
         self.stopped.send_modify(|n| *n += 1);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Indexer {

@@ -42,4 +42,5 @@ pub mod scene;
 pub mod search;
 pub mod shutdown;
 pub mod store;
+mod sync;
 pub mod telemetry;

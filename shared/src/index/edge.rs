@@ -66,7 +66,7 @@ use std::fs::{File, TryLockError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -88,6 +88,9 @@ use crate::background;
 use crate::domain::Tenant;
 use crate::metrics as m;
 use crate::runtime::error_chain;
+// Poison is ignored: the guarded state (nothing, or the durable-write mark, which only moves
+// after a successful flush) is consistent even if a holder panicked.
+use crate::sync::lock;
 
 /// Size (KB) at which the optimizer turns the appendable segment into an indexed one. Edge's
 /// flush rewrites state proportional to the appendable segment, so a small one keeps every
@@ -939,12 +942,6 @@ fn lock_dir(dir: &Path) -> IndexResult<File> {
             Err(TryLockError::Error(e)) => return Err(IndexError::Unavailable(Box::new(e))),
         }
     }
-}
-
-/// Locks a mutex, ignoring poison: the guarded state (nothing, or the durable-write mark, which
-/// only moves after a successful flush) is consistent even if a holder panicked.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn panic_detail(panic: &(dyn std::any::Any + Send)) -> &str {

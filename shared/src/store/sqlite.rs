@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -33,6 +33,9 @@ use uuid::Uuid;
 
 use super::{plan_append, truncate_to_micros, Backlog, Lag, SessionInfo, StoreError, StoreResult, TranscriptStore};
 use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, Tenant};
+// Poison is ignored: a panic mid-call rolled its transaction back when the guard unwound, so
+// the connection is still sound, and the append queue is only pushed to or taken whole.
+use crate::sync::lock;
 
 /// The schema, in parts applied in order on every open; each part is idempotent.
 const SCHEMA: &[&str] = &[
@@ -653,12 +656,6 @@ where
     S: serde::Serialize,
 {
     Ok(serde_json::to_string(&values.into_iter().collect::<Vec<_>>())?)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic mid-call rolled its transaction back when the guard unwound, so the connection
-    // is still sound, and the queue is only ever pushed to or taken whole: ignore the poison.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn store_error(failure: Failure) -> StoreError {
