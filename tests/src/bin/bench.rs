@@ -12,9 +12,9 @@
 //! and times `SEARCH_QUERIES` queries, without a date and with one. With `BENCH_NO_WORKER=1`
 //! no index worker runs: ingest alone, as when workers run on other machines (run `ingest`
 //! only then). `mixed` times searches of one more client during the paced ingest at 64
-//! clients, one query after another (`BENCH_SEARCH_RATE=400` paces it instead). `SEDIMENT_*` settings in the environment apply to the app under test
-//! (`SEDIMENT_INDEX_NICE=0` runs index writes at the requests' priority, say), except where
-//! its state lives. L1 extraction is off unless `BENCH_WITH_EXTRACT=1`: these numbers are for
+//! clients, one query after another (`BENCH_SEARCH_RATE=400` paces it instead). `SEDIMENT_*`
+//! settings in the environment apply to the app under test (`SEDIMENT_INDEX_NICE=0` runs index
+//! writes at the requests' priority, say), except where its state lives. L1 extraction is off unless `BENCH_WITH_EXTRACT=1`: these numbers are for
 //! the L0 path.
 //!
 //! Recall (`recall`): loads 10k, then 100k turns into one tenant with dense vectors from the
