@@ -1,10 +1,12 @@
 //! Builds the set of backends a process uses from its settings: the one place that knows
 //! which implementation of each port goes with which deployment.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use crate::background::{self, Placement};
 use crate::bus::{AmqpBus, AmqpSettings, EventBus, LocalBus, WorkerKind};
 use crate::config::{
     Deployment, EmbeddingSettings, FileStoreSettings, IndexBackend, LayerSettings, LlmSettings, Settings,
@@ -126,7 +128,18 @@ impl Backends {
                     .await
                     .context("join the index opener")?
                     .context("open the Qdrant Edge index")?;
-                Arc::new(index.with_background_nice(settings.index_nice))
+                let placed = |key: &str, cgroup: &Option<PathBuf>| -> anyhow::Result<Placement> {
+                    if let Some(dir) = cgroup {
+                        background::cgroup_threads_file(dir).map_err(|e| anyhow::anyhow!("SEDIMENT_{key}: {e}"))?;
+                    }
+                    Ok(Placement {
+                        nice: settings.index_nice,
+                        cgroup: cgroup.clone(),
+                    })
+                };
+                let writes = placed("INDEX_CGROUP", &settings.index_cgroup)?;
+                let optimizer = placed("INDEX_OPTIMIZER_CGROUP", &settings.index_optimizer_cgroup)?;
+                Arc::new(index.with_background(writes, optimizer))
             }
             IndexBackend::Qdrant { url, collection } => {
                 let api_key = settings.qdrant_api_key.as_ref().map(|key| key.expose().to_owned());

@@ -347,6 +347,10 @@ pub struct Settings {
     /// Nice value (0 to 19) of the embedded index's writes and optimizer runs; 0 gives them the
     /// priority of requests.
     pub index_nice: i32,
+    /// Cgroup directory the embedded index's write threads join (Linux), if any.
+    pub index_cgroup: Option<PathBuf>,
+    /// Cgroup directory its optimizer threads join; `index_cgroup` when unset.
+    pub index_optimizer_cgroup: Option<PathBuf>,
     pub limits: Limits,
     pub worker: WorkerSettings,
     /// How long shutdown may spend draining in-flight work.
@@ -595,6 +599,8 @@ impl Settings {
             db_pool_size: positive(vars, "DB_POOL_SIZE", 16)?,
             index_optimize_every: positive(vars, "INDEX_OPTIMIZE_EVERY", 5_000)?,
             index_nice: nice(vars, "INDEX_NICE", DEFAULT_BACKGROUND_NICE)?,
+            index_cgroup: get("INDEX_CGROUP").map(PathBuf::from),
+            index_optimizer_cgroup: get("INDEX_OPTIMIZER_CGROUP").or(get("INDEX_CGROUP")).map(PathBuf::from),
             limits: Limits {
                 max_body_bytes: positive(vars, "MAX_BODY_BYTES", 1024 * 1024)?,
                 max_turns_per_request: positive(vars, "MAX_TURNS_PER_REQUEST", 1_000)?,
@@ -717,6 +723,33 @@ mod tests {
             let err = nice(bad).unwrap_err().to_string();
             assert!(err.starts_with("SEDIMENT_INDEX_NICE"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn the_optimizer_joins_the_index_cgroup_unless_it_has_its_own() {
+        let cgroups = |pairs: &[(&str, &str)]| {
+            let s = Settings::from_map(&map(pairs)).unwrap();
+            (s.index_cgroup, s.index_optimizer_cgroup)
+        };
+        assert_eq!(cgroups(&[]), (None, None));
+        assert_eq!(cgroups(&[("INDEX_CGROUP", " ")]), (None, None));
+        let index = Some(PathBuf::from("/sys/fs/cgroup/cpu/index"));
+        assert_eq!(
+            cgroups(&[("INDEX_CGROUP", "/sys/fs/cgroup/cpu/index")]),
+            (index.clone(), index.clone())
+        );
+        let optimizer = Some(PathBuf::from("/sys/fs/cgroup/cpu/optimizer"));
+        assert_eq!(
+            cgroups(&[("INDEX_OPTIMIZER_CGROUP", "/sys/fs/cgroup/cpu/optimizer")]),
+            (None, optimizer.clone())
+        );
+        assert_eq!(
+            cgroups(&[
+                ("INDEX_CGROUP", "/sys/fs/cgroup/cpu/index"),
+                ("INDEX_OPTIMIZER_CGROUP", "/sys/fs/cgroup/cpu/optimizer")
+            ]),
+            (index, optimizer)
+        );
     }
 
     #[test]

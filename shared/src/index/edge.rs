@@ -27,8 +27,8 @@
 //!
 //! # Priority
 //! Writes and optimizer runs run at nice [`DEFAULT_BACKGROUND_NICE`] (see `crate::background`;
-//! `with_background_nice` changes it), searches and counts at the priority of the requests
-//! that wait for them. Under a load that fills the cores, ingest and queries keep their
+//! `with_background` changes it and can put each in a cgroup), searches and counts at the
+//! priority of the requests that wait for them. Under a load that fills the cores, ingest and queries keep their
 //! latency and the index's backlog grows instead, to be worked off as the load falls. The one
 //! request that waits for a write, a memory edited through the API, answers later then. So does
 //! a query that needs a lock a write holds (the segment it updates; the segment holder during
@@ -84,7 +84,7 @@ use super::{
     IndexResult, PayloadValue, Plan, PointKind, Ranking, SearchIndex, SparseVector, BM25_VECTOR, DENSE_VECTOR,
     KEYWORD_FIELDS, TAGS,
 };
-use crate::background;
+use crate::background::{self, Placement};
 use crate::domain::Tenant;
 use crate::metrics as m;
 use crate::runtime::error_chain;
@@ -167,8 +167,10 @@ impl Drop for LeaderGuard<'_> {
 /// The Qdrant Edge implementation of [`SearchIndex`].
 pub struct EdgeIndex {
     inner: Arc<Inner>,
-    /// The nice value of writes and optimizer runs.
-    background_nice: i32,
+    /// Where writes run.
+    writes: Placement,
+    /// Where optimizer runs run.
+    optimizer: Placement,
 }
 
 struct Inner {
@@ -296,22 +298,23 @@ impl EdgeIndex {
         inner.ensure_payload_indexes()?;
         Ok(Self {
             inner: Arc::new(inner),
-            background_nice: DEFAULT_BACKGROUND_NICE,
+            writes: Placement::nice(DEFAULT_BACKGROUND_NICE),
+            optimizer: Placement::nice(DEFAULT_BACKGROUND_NICE),
         })
     }
 
-    /// Runs writes and optimizer runs at nice value `nice` (0 to 19; others are clamped to it)
-    /// instead of [`DEFAULT_BACKGROUND_NICE`]; 0 runs them at the priority of queries and
-    /// requests.
-    pub fn with_background_nice(mut self, nice: i32) -> Self {
-        self.background_nice = nice;
+    /// Places writes and optimizer runs instead of at nice [`DEFAULT_BACKGROUND_NICE`] in the
+    /// process's cgroup; nice 0 runs them at the priority of queries and requests.
+    pub fn with_background(mut self, writes: Placement, optimizer: Placement) -> Self {
+        self.writes = writes;
+        self.optimizer = optimizer;
         self
     }
 
     /// Runs the optimizer now and waits for it (after a background run in progress, if any).
     /// Returns whether it changed any segment.
     pub async fn optimize(&self) -> IndexResult<bool> {
-        self.background(Inner::optimize).await
+        self.blocking_at(&self.optimizer, Inner::optimize).await
     }
 
     /// The shard's segment count, points and indexed vectors, for benchmarks.
@@ -356,26 +359,25 @@ impl EdgeIndex {
         T: Send + 'static,
         F: FnOnce(&Inner) -> IndexResult<T> + Send + 'static,
     {
-        self.blocking_at(0, f).await
+        self.blocking_at(&Placement::default(), f).await
     }
 
-    /// Like `blocking`, at the background priority: for writes and optimizer runs (see the
-    /// module docs).
+    /// Like `blocking`, placed for writes (see the module docs).
     async fn background<T, F>(&self, f: F) -> IndexResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Inner) -> IndexResult<T> + Send + 'static,
     {
-        self.blocking_at(self.background_nice, f).await
+        self.blocking_at(&self.writes, f).await
     }
 
-    async fn blocking_at<T, F>(&self, nice: i32, f: F) -> IndexResult<T>
+    async fn blocking_at<T, F>(&self, placement: &Placement, f: F) -> IndexResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Inner) -> IndexResult<T> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
-        background::spawn_blocking(nice, move || f(&inner))
+        background::spawn_blocking(placement, move || f(&inner))
             .await
             .map_err(|e| IndexError::Backend(Box::new(e)))?
     }
@@ -401,7 +403,7 @@ impl EdgeIndex {
         inner.upserted_since_optimize.fetch_sub(pending, Ordering::AcqRel);
         let inner = Arc::clone(inner);
         metrics::gauge!(m::INDEX_OPTIMIZING).set(1.0);
-        background::spawn_blocking(self.background_nice, move || {
+        background::spawn_blocking(&self.optimizer, move || {
             let started = Instant::now();
             let result = catch_unwind(AssertUnwindSafe(|| inner.optimize()));
             let elapsed = started.elapsed();
@@ -979,10 +981,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn writes_run_on_threads_at_the_background_nice_value() {
+    async fn writes_and_optimizer_runs_run_where_they_are_placed() {
         let dir = tempfile::tempdir().unwrap();
-        // A value no other test in this process uses, so the threads found are this index's.
-        let index = EdgeIndex::open(dir.path(), 0, None).unwrap().with_background_nice(13);
+        // Directories shaped like v1 cgroups (`background` checks a real one).
+        let cgroup = |name: &str| {
+            let cgroup = dir.path().join(name);
+            std::fs::create_dir(&cgroup).unwrap();
+            std::fs::write(cgroup.join("tasks"), "").unwrap();
+            cgroup
+        };
+        let (writes, optimizer) = (cgroup("writes"), cgroup("optimizer"));
+        let index_dir = tempfile::tempdir().unwrap();
+        // Nice values no other test in this process uses, so the threads found are this index's.
+        let index = EdgeIndex::open(index_dir.path(), 0, None).unwrap().with_background(
+            Placement {
+                nice: 13,
+                cgroup: Some(writes.clone()),
+            },
+            Placement {
+                nice: 14,
+                cgroup: Some(optimizer.clone()),
+            },
+        );
+        let thread_in = |cgroup: &std::path::Path| {
+            let tid = std::fs::read_to_string(cgroup.join("tasks")).unwrap();
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).unwrap()
+        };
         let tenant = Tenant {
             team: "t".into(),
             agent: "a".into(),
@@ -998,7 +1022,12 @@ mod tests {
             dense: None,
         };
         index.upsert(&[point]).await.unwrap();
-        // Idle pool threads live on for tokio's keep-alive (10 s), long after this check.
+        // Idle pool threads live on for tokio's keep-alive (10 s), long after these checks.
         assert_eq!(nice_of_threads_named("sediment-nice13"), vec![13]);
+        assert_eq!(thread_in(&writes), "sediment-nice13\n");
+        assert!(nice_of_threads_named("sediment-nice14").is_empty());
+        index.optimize().await.unwrap();
+        assert_eq!(nice_of_threads_named("sediment-nice14"), vec![14]);
+        assert_eq!(thread_in(&optimizer), "sediment-nice14\n");
     }
 }

@@ -1,6 +1,7 @@
 //! The API as a real process: SIGKILL mid-indexing loses nothing and duplicates nothing, and
 //! SIGTERM drains and exits 0 promptly.
 
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -173,6 +174,122 @@ async fn sigterm_in_embedded_mode_exits_zero_and_keeps_data() {
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["messages"][0]["content"], "survive the restart");
     sigterm_and_wait(proc).await;
+}
+
+/// Cgroups this test made, removed at the end (once the server that used them has exited).
+struct Cgroups(Vec<PathBuf>);
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// With `SEDIMENT_INDEX_CGROUP` and `SEDIMENT_INDEX_OPTIMIZER_CGROUP`, a real server's index
+/// writes and optimizer runs happen on its low-priority threads inside those cgroups. It needs
+/// a v1 `cpu` hierarchy where this process may create cgroups (as root on the CI machine).
+#[tokio::test]
+async fn index_threads_of_a_server_join_the_cgroups_it_is_given() {
+    let root = Path::new("/sys/fs/cgroup/cpu");
+    let cgroup = |role: &str| root.join(format!("sediment-e2e-{}-{role}", std::process::id()));
+    let mut made = Cgroups(Vec::new());
+    for dir in [cgroup("writes"), cgroup("optimizer")] {
+        if std::fs::create_dir(&dir).is_err() {
+            println!("skipped: cannot create cgroups under {}", root.display());
+            return;
+        }
+        made.0.push(dir);
+    }
+    let (writes, optimizer) = (made.0[0].clone(), made.0[1].clone());
+    let dir = tempfile::tempdir().unwrap();
+    let env: Vec<(String, String)> = vec![
+        (
+            "SEDIMENT_DATA_DIR".into(),
+            dir.path().join("data").display().to_string(),
+        ),
+        ("SEDIMENT_INDEX_CGROUP".into(), writes.display().to_string()),
+        (
+            "SEDIMENT_INDEX_OPTIMIZER_CGROUP".into(),
+            optimizer.display().to_string(),
+        ),
+        // An optimizer run after the first write.
+        ("SEDIMENT_INDEX_OPTIMIZE_EVERY".into(), "1".into()),
+    ];
+    let t = tenant();
+    let proc = spawn(&env).await;
+    let pid = proc.child.id().expect("pid");
+    append(
+        &proc.base,
+        &t,
+        "placed",
+        json!([{"role": "user", "content": "a heron in the reeds"}]),
+    )
+    .await;
+    // The names of the server's threads in `cgroup`; a thread of another process fails the test.
+    let threads_in = |cgroup: &Path| -> Vec<String> {
+        let tasks = std::fs::read_to_string(cgroup.join("tasks")).unwrap();
+        tasks
+            .lines()
+            .map(|tid| {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"));
+                comm.unwrap_or_else(|_| panic!("thread {tid} in {} is not the server's", cgroup.display()))
+            })
+            .map(|comm| comm.trim_end().to_owned())
+            .collect()
+    };
+    let client = reqwest::Client::new();
+    let start = Instant::now();
+    loop {
+        let found: Value = client
+            .post(format!("{}/v1/conversations/search", proc.base))
+            .header(api::TEAM_HEADER, &t.team)
+            .header(api::AGENT_HEADER, &t.agent)
+            .header(api::USER_HEADER, &t.user)
+            .json(&json!({"query": "heron"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let indexed = found["items"].as_array().is_some_and(|items| !items.is_empty());
+        if indexed && !threads_in(&optimizer).is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "not indexed and optimized: {found}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let writers = threads_in(&writes);
+    assert!(!writers.is_empty());
+    assert!(writers.iter().all(|name| name == "sediment-nice10"), "{writers:?}");
+    let optimizers = threads_in(&optimizer);
+    assert!(
+        optimizers.iter().all(|name| name == "sediment-nice10"),
+        "{optimizers:?}"
+    );
+    sigterm_and_wait(proc).await;
+}
+
+#[tokio::test]
+async fn a_server_refuses_an_index_cgroup_that_is_not_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = std::collections::HashMap::from([
+        ("DATA_DIR".to_owned(), dir.path().join("data").display().to_string()),
+        ("INDEX_CGROUP".to_owned(), dir.path().display().to_string()),
+    ]);
+    let settings = shared::config::Settings::from_map(&env).unwrap();
+    let err = shared::backends::Backends::connect(&settings)
+        .await
+        .err()
+        .expect("a directory without cgroup files is refused");
+    let err = format!("{err:#}");
+    assert!(err.contains("SEDIMENT_INDEX_CGROUP"), "{err}");
+    assert!(err.contains("is not a cgroup directory"), "{err}");
 }
 
 #[tokio::test]
