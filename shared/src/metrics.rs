@@ -285,6 +285,15 @@ pub fn prometheus() -> metrics_exporter_prometheus::PrometheusHandle {
                     &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0],
                 )
                 .expect("static bucket list is not empty")
+                // Finer around 1 s, the lag an operator is most likely to alert on, and on to
+                // minutes for a backlog after a worker was down.
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(INDEX_DELAY.to_owned()),
+                    &[
+                        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0,
+                    ],
+                )
+                .expect("static bucket list is not empty")
                 .set_buckets_for_metric(
                     metrics_exporter_prometheus::Matcher::Full(INDEX_WRITE_POINTS.to_owned()),
                     &[1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0],

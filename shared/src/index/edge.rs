@@ -28,11 +28,12 @@
 //! # Priority
 //! Writes and optimizer runs run at nice [`DEFAULT_BACKGROUND_NICE`] (see `crate::background`;
 //! `with_background` changes it and can put each in a cgroup), searches and counts at the
-//! priority of the requests that wait for them. Under a load that fills the cores, ingest and queries keep their
-//! latency and the index's backlog grows instead, to be worked off as the load falls. The one
-//! request that waits for a write, a memory edited through the API, answers later then. So does
-//! a query that needs a lock a write holds (the segment it updates; the segment holder during
-//! an optimizer's swap): it waits for that write at the write's priority.
+//! priority of the requests that wait for them. Under a load that fills the cores, ingest and
+//! queries keep their latency and the index's backlog grows instead, to be worked off as the
+//! load falls. The one request that waits for a write, a memory edited through the API,
+//! answers later then. So does a query that needs a lock a write holds (the segment it updates;
+//! the segment holder during an optimizer's swap): it waits for that write at the write's
+//! priority.
 //!
 //! # Durability
 //! `upsert` and `delete` return after `EdgeShard::flush` (WAL and every segment, fsynced).

@@ -231,6 +231,11 @@ async fn probes_and_metrics_answer() {
         ] {
             assert!(text.contains(name), "{mode:?}: /metrics lacks {name}");
         }
+        // Index lag has buckets on both sides of 1 s and up to minutes.
+        for le in ["0.75", "1.5", "300"] {
+            let bucket = format!("sediment_index_delay_seconds_bucket{{le=\"{le}\"}}");
+            assert!(text.contains(&bucket), "{mode:?}: /metrics lacks {bucket}");
+        }
         assert!(
             text.contains("route=\"/v1/sessions/{session_id}/messages\""),
             "routes are labelled by template"
