@@ -294,6 +294,7 @@ mod tests {
         // 300 ms of one core is at least a tenth of all the cores' time on up to 3 cores; the
         // check only asks for some of it, as the tick counters are coarse (10 ms).
         assert!(usage.of(&me) > 0.0, "{usage}");
+        assert!(usage.busy() >= usage.of(&me), "{usage}");
         assert!(usage.busy() <= 1.0, "{usage}");
     }
 }

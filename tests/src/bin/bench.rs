@@ -14,8 +14,8 @@
 //! only then). `mixed` times searches of one more client during the paced ingest at 64
 //! clients, one query after another (`BENCH_SEARCH_RATE=400` paces it instead). `SEDIMENT_*`
 //! settings in the environment apply to the app under test (`SEDIMENT_INDEX_NICE=0` runs index
-//! writes at the requests' priority, say), except where its state lives. L1 extraction is off unless `BENCH_WITH_EXTRACT=1`: these numbers are for
-//! the L0 path.
+//! writes at the requests' priority, say), except where its state lives. L1 extraction is off
+//! unless `BENCH_WITH_EXTRACT=1`: these numbers are for the L0 path.
 //!
 //! Recall (`recall`): loads 10k, then 100k turns into one tenant with dense vectors from the
 //! scripted embeddings endpoint (384 dimensions, as all-MiniLM-L6-v2, every dimension used;
