@@ -740,6 +740,11 @@ mod tests {
         turns.into_iter().map(|t| (t.seq, t.content)).collect()
     }
 
+    async fn stored_seq_numbers(store: &SqliteStore, tenant: &Tenant, session: &str) -> Vec<i64> {
+        let stored = stored_seqs(store, tenant, session).await;
+        stored.into_iter().map(|(seq, _)| seq).collect()
+    }
+
     #[tokio::test]
     async fn queued_appends_commit_as_one_group_and_a_failing_one_alone_is_rolled_back() {
         let dir = tempfile::tempdir().unwrap();
@@ -811,11 +816,7 @@ mod tests {
         assert_eq!(seqs(&outcomes[0]), vec![2]);
         assert!(matches!(outcomes[1], Err(StoreError::SessionNotFound)));
         assert_eq!(seqs(&outcomes[2]), vec![3, 4]);
-        let stored: Vec<i64> = stored_seqs(&store, &a, "s")
-            .await
-            .into_iter()
-            .map(|(seq, _)| seq)
-            .collect();
+        let stored = stored_seq_numbers(&store, &a, "s").await;
         assert_eq!(stored, vec![1, 2, 3, 4]);
     }
 
@@ -847,11 +848,7 @@ mod tests {
             assert!(matches!(outcome, Err(e) if e.is_retryable()), "{outcome:?}");
         }
         drop(writing);
-        let stored: Vec<i64> = stored_seqs(&store, &a, "s")
-            .await
-            .into_iter()
-            .map(|(seq, _)| seq)
-            .collect();
+        let stored = stored_seq_numbers(&store, &a, "s").await;
         assert_eq!(stored, vec![1]);
     }
 
