@@ -30,6 +30,8 @@ pub const INDEX_LAG_SESSIONS: &str = "sediment_index_lag_sessions";
 pub const INDEX_ROUND_SESSIONS: &str = "sediment_index_round_sessions";
 /// Appends committed together in one SQLite transaction, one fsync (embedded deployment).
 pub const STORE_GROUP_COMMIT_APPENDS: &str = "sediment_store_group_commit_appends";
+/// Seconds a WAL checkpoint of the SQLite store took, off the append path (embedded deployment).
+pub const STORE_CHECKPOINT_SECONDS: &str = "sediment_store_checkpoint_seconds";
 /// Seconds from a turn's commit to its indexing.
 pub const INDEX_DELAY: &str = "sediment_index_delay_seconds";
 /// Search-index optimizer runs (Qdrant Edge) by `result`: `changed`, `unchanged` or `failed`.
@@ -167,6 +169,11 @@ pub fn describe() {
     describe_histogram!(
         STORE_GROUP_COMMIT_APPENDS,
         "appends committed together in one SQLite transaction"
+    );
+    describe_histogram!(
+        STORE_CHECKPOINT_SECONDS,
+        Unit::Seconds,
+        "SQLite WAL checkpoint latency, on a connection of its own"
     );
     describe_counter!(INDEX_OPTIMIZER_RUNS, "search index optimizer runs by result");
     describe_histogram!(

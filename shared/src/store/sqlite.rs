@@ -19,6 +19,9 @@
 //! for the group, and an append that fails (a session owned by another tenant, say) is rolled
 //! back to its savepoint alone. If the group's commit itself fails, nothing of it was written,
 //! and each append is retried in a transaction of its own, so each gets its own outcome.
+//!
+//! The connection syncs nothing but those commits: it never checkpoints the WAL (a thread with
+//! a connection of its own does, see `checkpoint`), and cursor advances commit unsynced.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -54,6 +57,7 @@ const SCHEMA_VERSION: i64 = 4;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 mod audit;
+mod checkpoint;
 mod compaction;
 mod memory;
 mod prompts;
@@ -109,6 +113,7 @@ pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     /// Appends waiting for the next group commit (see the module docs).
     appends: Arc<Mutex<Vec<QueuedAppend>>>,
+    _checkpointer: checkpoint::Checkpointer,
     #[cfg(test)]
     fail_next_group_commit: Arc<std::sync::atomic::AtomicBool>,
     /// The size of each group committed, in order.
@@ -131,6 +136,7 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 /// What can go wrong inside a blocking call; turned into a `StoreError` at the boundary.
+#[derive(Debug)]
 enum Failure {
     SessionNotFound,
     Sqlite(rusqlite::Error),
@@ -167,13 +173,17 @@ impl SqliteStore {
     #[instrument(skip_all, fields(path = %path.display()))]
     pub async fn open(path: &Path) -> StoreResult<Self> {
         let path = path.to_owned();
-        let conn = tokio::task::spawn_blocking(move || open_connection(&path))
-            .await
-            .map_err(|e| StoreError::Backend(Box::new(e)))?
-            .map_err(store_error)?;
+        let (conn, checkpointer) = tokio::task::spawn_blocking(move || {
+            let conn = open_connection(&path)?;
+            Ok((conn, checkpoint::Checkpointer::start(&path, checkpoint::INTERVAL)?))
+        })
+        .await
+        .map_err(|e| StoreError::Backend(Box::new(e)))?
+        .map_err(store_error)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             appends: Arc::default(),
+            _checkpointer: checkpointer,
             #[cfg(test)]
             fail_next_group_commit: Arc::default(),
             #[cfg(test)]
@@ -207,6 +217,7 @@ fn open_connection(path: &Path) -> Outcome<Connection> {
     }
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", true)?;
+    checkpoint::disable_automatic(&conn)?;
     conn.set_prepared_statement_cache_capacity(64);
 
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -394,17 +405,14 @@ impl TranscriptStore for SqliteStore {
         let consumer = consumer.to_owned();
         let cursors = cursors.to_vec();
         self.run(move |conn| {
-            // One transaction, so one sync to disk for the whole round.
-            let tx = conn.transaction()?;
-            let now = Utc::now().timestamp_micros();
-            {
-                let mut stmt = tx.prepare_cached(sql::ADVANCE_CURSOR)?;
-                for (session_id, seq) in &cursors {
-                    stmt.execute(params![consumer, session_id, seq, now])?;
-                }
-            }
-            tx.commit()?;
-            Ok(())
+            // The trait lets a crash lose an advance, so this commit does not wait for the
+            // disk: at `synchronous = NORMAL` a WAL commit is not synced, and the next append's
+            // (FULL) sync covers its frames too. Appends queue behind this connection, and an
+            // fsync per index round was one more wait in their way.
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            let advanced = advance_cursors(conn, &consumer, &cursors);
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            advanced
         })
         .await
     }
@@ -442,6 +450,20 @@ impl TranscriptStore for SqliteStore {
         })
         .await
     }
+}
+
+/// `TranscriptStore::advance_cursors` in one transaction.
+fn advance_cursors(conn: &mut Connection, consumer: &str, cursors: &[(String, i64)]) -> Outcome<()> {
+    let tx = conn.transaction()?;
+    let now = Utc::now().timestamp_micros();
+    {
+        let mut stmt = tx.prepare_cached(sql::ADVANCE_CURSOR)?;
+        for (session_id, seq) in cursors {
+            stmt.execute(params![consumer, session_id, seq, now])?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
 }
 
 /// Commits a group of queued appends in one transaction and answers each (see the module docs).
@@ -787,6 +809,42 @@ mod tests {
         drop(store);
         let reopened = SqliteStore::open(&dir.path().join("sediment.db")).await.unwrap();
         assert_eq!(stored_seqs(&reopened, &a, "s").await, expected);
+    }
+
+    fn pragma(store: &SqliteStore, name: &str) -> i64 {
+        lock(&store.conn)
+            .pragma_query_value(None, name, |row| row.get(0))
+            .expect("pragma")
+    }
+
+    /// Cursor advances commit at `synchronous = NORMAL`; the connection must be back at FULL
+    /// (2) for the appends after them, even when an advance fails.
+    #[tokio::test]
+    async fn appends_stay_synced_after_a_cursor_advance_even_a_failed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sediment.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        assert_eq!(pragma(&store, "synchronous"), 2);
+        // Checkpoints are the checkpointer's (`checkpoint`), never an append's.
+        assert_eq!(pragma(&store, "wal_autocheckpoint"), 0);
+        let (a, session) = (tenant("a"), SessionId::parse("s").unwrap());
+        store.append(&a, &session, &[turn("one", None)]).await.unwrap();
+
+        store.advance_cursors("index", &[("s".into(), 1)]).await.unwrap();
+        assert_eq!(store.lag("index").await.unwrap().turns, 0);
+        assert_eq!(pragma(&store, "synchronous"), 2);
+
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("DROP TABLE cursors")
+            .unwrap();
+        store
+            .advance_cursors("index", &[("s".into(), 1)])
+            .await
+            .expect_err("no cursors table");
+        assert_eq!(pragma(&store, "synchronous"), 2);
+        store.append(&a, &session, &[turn("two", None)]).await.unwrap();
+        assert_eq!(stored_seq_numbers(&store, &a, "s").await, vec![1, 2]);
     }
 
     #[tokio::test]
