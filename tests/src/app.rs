@@ -40,6 +40,7 @@ pub struct TestApp {
     shutdown: CancellationToken,
     server: Option<api::Server>,
     _dir: tempfile::TempDir,
+    _index_dir: Option<tempfile::TempDir>,
     _db: Option<TestDb>,
     _broker: Option<TestBroker>,
     _bucket: Option<crate::s3::TestBucket>,
@@ -54,6 +55,9 @@ pub struct Options {
     pub no_worker: bool,
     /// Lose every event the API publishes (as if the broker dropped them).
     pub lose_events: bool,
+    /// Keep the embedded index under this directory (another disk, a tmpfs) rather than beside
+    /// the rest of the app's state.
+    pub index_parent: Option<std::path::PathBuf>,
 }
 
 /// Wraps a real bus and loses every published event, reporting success: the worst a broker
@@ -91,7 +95,14 @@ impl TestApp {
         let dir = tempfile::tempdir().expect("create temp dir");
         let mut env: HashMap<String, String> = HashMap::new();
         env.insert("DATA_DIR".into(), dir.path().join("data").display().to_string());
-        env.insert("INDEX_DIR".into(), dir.path().join("index").display().to_string());
+        let index_dir = options
+            .index_parent
+            .as_ref()
+            .map(|parent| tempfile::tempdir_in(parent).expect("create index dir"));
+        let index_path = index_dir
+            .as_ref()
+            .map_or_else(|| dir.path().join("index"), |d| d.path().join("index"));
+        env.insert("INDEX_DIR".into(), index_path.display().to_string());
         // The cluster deployment's file store defaults to a directory under the working dir.
         env.insert("FILES_DIR".into(), dir.path().join("files").display().to_string());
         env.insert("WORKER_SWEEP_INTERVAL_MS".into(), "200".into());
@@ -160,6 +171,7 @@ impl TestApp {
             shutdown,
             server: Some(server),
             _dir: dir,
+            _index_dir: index_dir,
             _db: db,
             _broker: broker,
             _bucket: bucket,

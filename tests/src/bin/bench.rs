@@ -15,7 +15,9 @@
 //! clients, one query after another (`BENCH_SEARCH_RATE=400` paces it instead). `SEDIMENT_*`
 //! settings in the environment apply to the app under test (`SEDIMENT_INDEX_NICE=0` runs index
 //! writes at the requests' priority, say), except where its state lives. L1 extraction is off
-//! unless `BENCH_WITH_EXTRACT=1`: these numbers are for the L0 path.
+//! unless `BENCH_WITH_EXTRACT=1`: these numbers are for the L0 path. `BENCH_INDEX_PARENT=/dev/shm`
+//! keeps the embedded index on another file system than the store, to tell their disk writes
+//! apart.
 //!
 //! Recall (`recall`): loads 10k, then 100k turns into one tenant with dense vectors from the
 //! scripted embeddings endpoint (384 dimensions, as all-MiniLM-L6-v2, every dimension used;
@@ -461,6 +463,7 @@ async fn main() {
     let options = Options {
         env,
         no_worker,
+        index_parent: std::env::var_os("BENCH_INDEX_PARENT").map(Into::into),
         ..Options::default()
     };
     // Whether the index threads' nice value reaches Postgres' backends too (see the README's
