@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use integration_tests::app::{tenant, Options, TestApp, MODES};
+use integration_tests::app::{tenant, Mode, Options, TestApp, MODES};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -240,5 +240,21 @@ async fn probes_and_metrics_answer() {
             text.contains("route=\"/v1/sessions/{session_id}/messages\""),
             "routes are labelled by template"
         );
+        // The SQLite store's WAL is checkpointed by a thread of its own, every second.
+        if mode == Mode::Embedded {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                let r = app.client.get(app.url("/metrics")).send().await.unwrap();
+                if r.text()
+                    .await
+                    .unwrap()
+                    .contains("sediment_store_checkpoint_seconds_count")
+                {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "no checkpoint in /metrics");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     }
 }

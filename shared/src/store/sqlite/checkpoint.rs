@@ -117,7 +117,10 @@ mod tests {
 
     /// The database's size with everything in the WAL copied into it.
     fn database_size(conn: &Connection) -> u64 {
-        let pragma = |name| conn.pragma_query_value(None, name, |row| row.get::<_, u64>(0)).expect("pragma");
+        let pragma = |name| {
+            conn.pragma_query_value(None, name, |row| row.get::<_, u64>(0))
+                .expect("pragma")
+        };
         pragma("page_count") * pragma("page_size")
     }
 
@@ -179,7 +182,7 @@ mod tests {
         drop(checkpointer);
         write(&conn, 64);
         // Still running: the clone holds it.
-        wait_for_file(&path, 64 * 1024);
+        wait_for_file(&path, database_size(&conn));
         let copied = len(&path);
         drop(clone);
         std::thread::sleep(Duration::from_millis(100));
