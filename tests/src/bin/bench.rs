@@ -82,6 +82,16 @@ async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
 /// [`ingest`], and with `searching` one more client that searches the tenant being written, one
 /// query after another, for as long: the latency of recall under ingest load.
 async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching: bool) {
+    // A round starts on a settled index: otherwise the paced rounds would share the cores with
+    // the optimizer runs that the closed-loop rounds before them set off.
+    let settled = optimizer_idle(app).await;
+    if settled > Duration::from_millis(100) {
+        println!(
+            "{:?} index optimizer idle after {:.1}s",
+            app.mode,
+            settled.as_secs_f64()
+        );
+    }
     let t = tenant();
     let delays_before = buckets(app, INDEX_DELAY).await;
     let flushes_before = buckets(app, INDEX_FLUSH_SECONDS).await;
@@ -352,15 +362,20 @@ async fn load(app: &TestApp, t: &shared::domain::Tenant, from: usize, to: usize)
         app.mode,
         started.elapsed().as_secs_f64()
     );
+    println!(
+        "{:?} index optimizer idle {:.1}s later",
+        app.mode,
+        optimizer_idle(app).await.as_secs_f64()
+    );
+}
+
+/// Waits until no optimizer run is in progress; returns how long that took.
+async fn optimizer_idle(app: &TestApp) -> Duration {
     let waited = Instant::now();
     while optimizer_running(app).await {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    println!(
-        "{:?} index optimizer idle {:.1}s later",
-        app.mode,
-        waited.elapsed().as_secs_f64()
-    );
+    waited.elapsed()
 }
 
 /// Whether the API's `/metrics` says a search-index optimizer run is in progress. Recall is
