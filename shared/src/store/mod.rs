@@ -192,6 +192,19 @@ pub(crate) struct AppendPlan {
 /// Assigns ids and seqs to an append. `stored` maps the client ids of the request that the
 /// session already holds to their turns; a client id repeated within the request maps to the
 /// turn of its first occurrence. `now` is the created_at of turns that bring none.
+/// A new turn's id: a version 7 UUID, which leads with the time of the append, so that turns
+/// appended one after another have neighbouring ids. In the stores' primary-key B-trees a
+/// random id lands each turn on a page of its own, which the commit then writes out whole
+/// (a WAL frame in SQLite, a full-page image in Postgres): at 5,000 turns/s that was most of
+/// the embedded store's disk writes.
+fn turn_id(now: DateTime<Utc>) -> Uuid {
+    let random = Uuid::new_v4();
+    let mut bytes = [0u8; 10];
+    bytes.copy_from_slice(&random.as_bytes()[6..]);
+    let millis = u64::try_from(now.timestamp_millis()).unwrap_or(0);
+    uuid::Builder::from_unix_timestamp_millis(millis, &bytes).into_uuid()
+}
+
 pub(crate) fn plan_append(
     turns: &[NewTurn],
     last_seq: i64,
@@ -209,7 +222,7 @@ pub(crate) fn plan_append(
         }
         seq += 1;
         let appended = AppendedTurn {
-            id: Uuid::new_v4(),
+            id: turn_id(now),
             seq,
             created_at: turn.created_at.map_or(now, truncate_to_micros),
         };
@@ -271,6 +284,29 @@ mod tests {
         let inserted: Vec<usize> = plan.new_turns.iter().map(|(i, _)| *i).collect();
         assert_eq!(inserted, [0, 3]);
         assert_eq!(plan.last_seq, 7);
+    }
+
+    /// Ids lead with the append's time, whatever time the client gave its turn, so later
+    /// appends sort after earlier ones.
+    #[test]
+    fn turn_ids_are_ordered_by_the_time_of_the_append() {
+        let earlier = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
+        let mut dated = turn(None);
+        dated.created_at = Some(Utc.timestamp_opt(1_000_000_000, 0).unwrap());
+        let first = plan_append(&[turn(None), dated], 0, earlier, HashMap::new());
+        let later = plan_append(
+            &[turn(None)],
+            2,
+            earlier + chrono::Duration::milliseconds(1),
+            HashMap::new(),
+        );
+        let ids: Vec<Uuid> = first.results.iter().chain(&later.results).map(|t| t.id).collect();
+        assert!(ids.iter().all(|id| id.get_version_num() == 7), "{ids:?}");
+        assert!(ids[0] < ids[2] && ids[1] < ids[2], "{ids:?}");
+        // Same millisecond, still distinct.
+        assert_ne!(ids[0], ids[1]);
+        let millis = |id: &Uuid| id.get_timestamp().map(|t| t.to_unix()).expect("v7 timestamp");
+        assert_eq!(millis(&ids[1]), (1_700_000_000, 0));
     }
 
     #[test]
