@@ -189,9 +189,6 @@ pub(crate) struct AppendPlan {
     pub last_seq: i64,
 }
 
-/// Assigns ids and seqs to an append. `stored` maps the client ids of the request that the
-/// session already holds to their turns; a client id repeated within the request maps to the
-/// turn of its first occurrence. `now` is the created_at of turns that bring none.
 /// A new turn's id: a version 7 UUID, which leads with the time of the append, so that turns
 /// appended one after another have neighbouring ids. In SQLite's primary-key B-tree a random
 /// id lands each turn on a page of its own, which the commit then writes to the WAL whole: a
@@ -205,6 +202,9 @@ fn turn_id(now: DateTime<Utc>) -> Uuid {
     uuid::Builder::from_unix_timestamp_millis(millis, &bytes).into_uuid()
 }
 
+/// Assigns ids and seqs to an append. `stored` maps the client ids of the request that the
+/// session already holds to their turns; a client id repeated within the request maps to the
+/// turn of its first occurrence. `now` is the created_at of turns that bring none.
 pub(crate) fn plan_append(
     turns: &[NewTurn],
     last_seq: i64,
