@@ -17,7 +17,6 @@
 //! `cpu.weight` or `cpu.shares`, or with `cpu.idle` set), which competes with the other groups
 //! on its own.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -28,7 +27,7 @@ use tokio::task::JoinHandle;
 pub const MAX_NICE: i32 = 19;
 
 /// Where a pool's threads run.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Placement {
     /// Nice value, clamped to `0..=19`.
     pub nice: i32,
@@ -51,40 +50,47 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let placement = Placement {
-        nice: placement.nice.clamp(0, MAX_NICE),
-        cgroup: placement.cgroup.clone(),
-    };
-    if placement == Placement::default() {
+    let nice = placement.nice.clamp(0, MAX_NICE);
+    let cgroup = placement.cgroup.as_deref();
+    if nice == 0 && cgroup.is_none() {
         return tokio::task::spawn_blocking(f);
     }
-    pool(placement).spawn_blocking(f)
+    pool(nice, cgroup).spawn_blocking(f)
 }
 
-/// The pool of threads placed as `placement` says, started on first use and kept for the life
-/// of the process: at most one per placement, and its idle threads exit after tokio's
-/// keep-alive (10 s).
-fn pool(placement: Placement) -> Handle {
-    static POOLS: OnceLock<Mutex<HashMap<Placement, &'static Runtime>>> = OnceLock::new();
+/// The pool of threads at `nice` in `cgroup`, started on first use and kept for the life of
+/// the process: at most one per placement, and its idle threads exit after tokio's keep-alive
+/// (10 s). There are as many pools as placements configured (two for an index), so they are
+/// found by a scan that, unlike a map keyed by an owned path, allocates nothing on an index
+/// write.
+fn pool(nice: i32, cgroup: Option<&Path>) -> Handle {
+    type Pool = (i32, Option<PathBuf>, &'static Runtime);
+    static POOLS: OnceLock<Mutex<Vec<Pool>>> = OnceLock::new();
     let mut pools = POOLS
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    let runtime = pools.entry(placement.clone()).or_insert_with(|| {
-        // Leaked on purpose: dropping a runtime inside async code panics, and a pool outlives
-        // every index that uses it anyway.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .thread_name(format!("sediment-nice{}", placement.nice))
+    let found = pools.iter().find(|(n, c, _)| *n == nice && c.as_deref() == cgroup);
+    if let Some((_, _, runtime)) = found {
+        return runtime.handle().clone();
+    }
+    let cgroup = cgroup.map(Path::to_path_buf);
+    let joins = cgroup.clone();
+    // Leaked on purpose: dropping a runtime inside async code panics, and a pool outlives
+    // every index that uses it anyway.
+    let runtime: &'static Runtime = Box::leak(Box::new(
+        tokio::runtime::Builder::new_current_thread()
+            .thread_name(format!("sediment-nice{nice}"))
             .on_thread_start(move || {
-                lower_priority(placement.nice);
-                if let Some(cgroup) = &placement.cgroup {
+                lower_priority(nice);
+                if let Some(cgroup) = &joins {
                     join_cgroup(cgroup);
                 }
             })
             .build()
-            .expect("a runtime without drivers builds");
-        Box::leak(Box::new(runtime))
-    });
+            .expect("a runtime without drivers builds"),
+    ));
+    pools.push((nice, cgroup, runtime));
     runtime.handle().clone()
 }
 
