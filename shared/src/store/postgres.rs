@@ -67,6 +67,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "scenes",
         sql: include_str!("../../../migrations/V006__scenes.sql"),
     },
+    Migration {
+        version: 7,
+        name: "append_write_volume",
+        sql: include_str!("../../../migrations/V007__append_write_volume.sql"),
+    },
 ];
 
 /// The advisory lock key that serializes `migrate` across replicas ("SEDIMENT" in ASCII).

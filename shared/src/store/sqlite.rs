@@ -83,12 +83,10 @@ mod sql {
          ORDER BY seq LIMIT ?6";
     pub const RESET_SESSION: &str = "UPDATE sessions SET reset_at = ?5, updated_at = ?5 \
          WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
-    // The unary `+` keeps SQLite from picking the tenant index, which would scan every turn
-    // of the tenant (28 ms at 100k turns) instead of a handful of primary-key lookups.
     pub const TURNS_BY_ID: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
          content, metadata, client_id, created_at FROM messages \
          WHERE id IN (SELECT value FROM json_each(?1)) \
-         AND +team_id = ?2 AND +agent_id = ?3 AND +user_id = ?4";
+         AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     pub const BACKLOG: &str = "SELECT s.session_id, s.team_id, s.agent_id, s.user_id, s.last_seq, \
          COALESCE(c.seq, 0) AS cursor_seq FROM sessions s \
          LEFT JOIN cursors c ON c.consumer = ?1 AND c.session_id = s.session_id \
@@ -957,6 +955,76 @@ mod tests {
         });
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(matches!(result, Ok((SCHEMA_VERSION, 0, 1))), "upgrade failed");
+    }
+
+    /// Every read of turns finds them through an index (the schema keeps few, to keep appends
+    /// cheap; see `schema.sql`), never by scanning the table.
+    #[test]
+    fn reads_of_turns_search_an_index() {
+        let conn = Connection::open_in_memory().unwrap();
+        for part in SCHEMA {
+            conn.execute_batch(part).unwrap();
+        }
+        for query in [
+            sql::STORED_CLIENT_IDS,
+            sql::LIST_TURNS,
+            sql::TURNS_BY_ID,
+            sql::PENDING_TURNS,
+        ] {
+            let mut plan = conn.prepare(&format!("EXPLAIN QUERY PLAN {query}")).unwrap();
+            let unbound = vec![rusqlite::types::Null; plan.parameter_count()];
+            let steps: Vec<String> = plan
+                .query_map(rusqlite::params_from_iter(unbound), |row| {
+                    row.get::<_, String>("detail")
+                })
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert!(
+                steps.iter().any(|step| step.starts_with("SEARCH messages USING")),
+                "{query}: {steps:?}"
+            );
+            assert!(
+                !steps.iter().any(|step| step.starts_with("SCAN messages")),
+                "{query}: {steps:?}"
+            );
+        }
+    }
+
+    /// A file from before V007 loses the indexes that every append rewrote, and keeps its data.
+    #[test]
+    fn an_older_file_drops_the_indexes_that_appends_rewrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sediment.db");
+        let dropped = [
+            "sessions_tenant_idx",
+            "sessions_updated_at_idx",
+            "messages_tenant_session_seq_idx",
+        ];
+        {
+            let conn = open_connection(&path).unwrap();
+            conn.execute_batch(
+                "CREATE INDEX sessions_tenant_idx ON sessions (team_id, agent_id, user_id, updated_at);
+                 CREATE INDEX sessions_updated_at_idx ON sessions (updated_at, session_id);
+                 CREATE INDEX messages_tenant_session_seq_idx ON messages (team_id, agent_id, user_id, session_id, seq);
+                 INSERT INTO sessions (session_id, team_id, agent_id, user_id, created_at, updated_at)
+                 VALUES ('s', 't', 'a', 'u', 0, 0);",
+            )
+            .unwrap();
+        }
+        let conn = open_connection(&path).unwrap();
+        let left: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name IN (?1, ?2, ?3)")
+            .unwrap()
+            .query_map(dropped, |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(left.is_empty(), "still there: {left:?}");
+        let sessions: i64 = conn
+            .query_row("SELECT count(*) FROM sessions", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(sessions, 1);
     }
 
     #[test]

@@ -169,6 +169,65 @@ async fn postgres_reads_filter_messages_by_tenant_columns() {
         .is_empty());
 }
 
+/// An append moves its session's `last_seq` and `updated_at`, which no index holds (V007), so
+/// the row's new version stays on its page (a HOT update) and the primary key keeps one
+/// entry for the session: were either column indexed again, every append would add an entry
+/// to each of the session's indexes, as it did before V007.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_appends_update_the_session_row_in_place() {
+    let fixture_db = TestDb::create().await;
+    let store = fixture_db.store().await;
+    let tenant = shared::domain::Tenant {
+        team: "t".into(),
+        agent: "a".into(),
+        user: "u".into(),
+    };
+    let session = shared::domain::SessionId::parse("s").expect("session id");
+    for i in 0..20 {
+        // Half the appends take the path for turns with client ids, which locks the row and
+        // updates it in a statement of its own.
+        let client_id = (i % 2 == 0).then(|| format!("c-{i}"));
+        let turn = shared::domain::NewTurn::new("user", &format!("turn {i}"), None, client_id, None).expect("turn");
+        store.append(&tenant, &session, &[turn]).await.expect("append");
+    }
+
+    let (client, connection) = tokio_postgres::connect(&fixture_db.url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let indexes: Vec<String> = client
+        .query(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'sessions' ORDER BY indexname",
+            &[],
+        )
+        .await
+        .expect("list the indexes")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(indexes, ["sessions_pkey"]);
+    client
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+        .await
+        .expect("pageinspect (from PostgreSQL's contrib modules)");
+    // A one-page B-tree keeps its items on block 1, its root and only leaf.
+    let entries: i64 = client
+        .query_one("SELECT count(*) FROM bt_page_items('sessions_pkey', 1)", &[])
+        .await
+        .expect("read the primary key's leaf")
+        .get(0);
+    assert_eq!(
+        entries, 1,
+        "20 appends to one session left {entries} primary key entries"
+    );
+    let last_seq: i64 = client
+        .query_one("SELECT last_seq FROM sessions WHERE session_id = 's'", &[])
+        .await
+        .expect("read the session")
+        .get(0);
+    assert_eq!(last_seq, 20);
+}
+
 #[tokio::test]
 async fn sqlite_reopen_keeps_data_and_schema() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -13,8 +13,11 @@ CREATE TABLE IF NOT EXISTS sessions (
     updated_at  INTEGER NOT NULL
 ) STRICT;
 
-CREATE INDEX IF NOT EXISTS sessions_tenant_idx ON sessions (team_id, agent_id, user_id, updated_at);
-CREATE INDEX IF NOT EXISTS sessions_updated_at_idx ON sessions (updated_at, session_id);
+-- No index on updated_at: every append moves it, and with it each index entry that holds it,
+-- while no read needs one (see migrations/V007__append_write_volume.sql). Files from before
+-- V007 drop theirs here.
+DROP INDEX IF EXISTS sessions_tenant_idx;
+DROP INDEX IF EXISTS sessions_updated_at_idx;
 
 CREATE TABLE IF NOT EXISTS messages (
     id          TEXT    NOT NULL PRIMARY KEY,
@@ -35,8 +38,8 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE UNIQUE INDEX IF NOT EXISTS messages_session_client_id_key
     ON messages (session_id, client_id)
     WHERE client_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS messages_tenant_session_seq_idx
-    ON messages (team_id, agent_id, user_id, session_id, seq);
+-- Every read of turns names the session: UNIQUE (session_id, seq) serves them all.
+DROP INDEX IF EXISTS messages_tenant_session_seq_idx;
 
 CREATE TABLE IF NOT EXISTS cursors (
     consumer    TEXT    NOT NULL,
