@@ -25,7 +25,9 @@ use tokio_postgres::{NoTls, Row};
 use tracing::instrument;
 use uuid::Uuid;
 
-use super::{plan_append, truncate_to_micros, Backlog, Lag, SessionInfo, StoreError, StoreResult, TranscriptStore};
+use super::{
+    plan_append, truncate_to_micros, turn_id, Backlog, Lag, SessionInfo, StoreError, StoreResult, TranscriptStore,
+};
 use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, Tenant};
 
 /// One forward-only schema change, applied at most once per database.
@@ -205,7 +207,8 @@ impl PostgresStore {
     /// trip, where the general path needs a transaction of five or six. Same outcome: gapless
     /// seqs in request order, all turns or none, and an error for another tenant's session.
     async fn append_new(&self, tenant: &Tenant, session_id: &str, turns: &[NewTurn]) -> StoreResult<Vec<AppendedTurn>> {
-        let ids: Vec<Uuid> = turns.iter().map(|_| Uuid::new_v4()).collect();
+        let now = Utc::now();
+        let ids: Vec<Uuid> = turns.iter().map(|_| turn_id(now)).collect();
         let roles: Vec<&str> = turns.iter().map(|t| t.role.as_str()).collect();
         let contents: Vec<&str> = turns.iter().map(|t| t.content.as_str()).collect();
         let metadata: Vec<_> = turns.iter().map(|t| Json(&t.metadata)).collect();

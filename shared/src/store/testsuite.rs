@@ -68,6 +68,9 @@ pub async fn append_assigns_gapless_seqs(store: &dyn TranscriptStore) {
         .await
         .expect("append to an existing session");
     assert_eq!(seqs(&second), [4, 5], "a second append continues the sequence");
+    // Ids lead with the time of the append (see `turn_id`), on every path an append takes.
+    let versions: Vec<usize> = first.iter().chain(&second).map(|a| a.id.get_version_num()).collect();
+    assert_eq!(versions, [7; 5], "turn ids are version 7 UUIDs");
 
     let empty = store.append(&t, &s, &[]).await.expect("append nothing");
     assert!(empty.is_empty(), "an empty append returns nothing");
