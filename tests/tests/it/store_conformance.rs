@@ -27,6 +27,24 @@ integration_tests::store_suite!(
     ];
 );
 
+/// The tenant of the backend-specific tests below.
+fn tenant() -> shared::domain::Tenant {
+    shared::domain::Tenant {
+        team: "t".into(),
+        agent: "a".into(),
+        user: "u".into(),
+    }
+}
+
+/// A connection of its own to the test database, beside the store's pool.
+async fn connect(db: &TestDb) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_concurrent_migrations_both_succeed() {
     let db = TestDb::create().await;
@@ -37,10 +55,7 @@ async fn postgres_concurrent_migrations_both_succeed() {
     rb.expect("second concurrent migrate");
     a.migrate().await.expect("migrate is idempotent");
 
-    let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
+    let client = connect(&db).await;
     let rows = client
         .query(
             "SELECT version, COUNT(*) AS n FROM schema_migrations GROUP BY version ORDER BY version",
@@ -137,19 +152,12 @@ async fn postgres_connect_with_a_malformed_url_is_permanent() {
 async fn postgres_reads_filter_messages_by_tenant_columns() {
     let fixture_db = TestDb::create().await;
     let store = fixture_db.store().await;
-    let tenant = shared::domain::Tenant {
-        team: "t".into(),
-        agent: "a".into(),
-        user: "u".into(),
-    };
+    let tenant = tenant();
     let session = shared::domain::SessionId::parse("s").expect("session id");
     let turn = shared::domain::NewTurn::new("user", "mine", None, None, None).expect("turn");
     store.append(&tenant, &session, &[turn]).await.expect("append");
 
-    let (client, connection) = tokio_postgres::connect(&fixture_db.url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
+    let client = connect(&fixture_db).await;
     let planted = uuid::Uuid::new_v4();
     client
         .execute(
@@ -177,11 +185,7 @@ async fn postgres_reads_filter_messages_by_tenant_columns() {
 async fn postgres_appends_update_the_session_row_in_place() {
     let fixture_db = TestDb::create().await;
     let store = fixture_db.store().await;
-    let tenant = shared::domain::Tenant {
-        team: "t".into(),
-        agent: "a".into(),
-        user: "u".into(),
-    };
+    let tenant = tenant();
     let session = shared::domain::SessionId::parse("s").expect("session id");
     for i in 0..20 {
         // Half the appends take the path for turns with client ids, which locks the row and
@@ -191,10 +195,7 @@ async fn postgres_appends_update_the_session_row_in_place() {
         store.append(&tenant, &session, &[turn]).await.expect("append");
     }
 
-    let (client, connection) = tokio_postgres::connect(&fixture_db.url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
+    let client = connect(&fixture_db).await;
     let indexes: Vec<String> = client
         .query(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'sessions' ORDER BY indexname",
@@ -232,11 +233,7 @@ async fn postgres_appends_update_the_session_row_in_place() {
 async fn sqlite_reopen_keeps_data_and_schema() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("nested").join("sediment.db");
-    let tenant = shared::domain::Tenant {
-        team: "t".into(),
-        agent: "a".into(),
-        user: "u".into(),
-    };
+    let tenant = tenant();
     let session = shared::domain::SessionId::parse("s").expect("session id");
     let turn = shared::domain::NewTurn::new("user", "kept", None, Some("k".into()), None).expect("turn");
     let first = {
