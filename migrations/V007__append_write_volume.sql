@@ -9,7 +9,7 @@
 DROP INDEX sessions_tenant_idx;
 DROP INDEX sessions_updated_at_idx;
 
--- Likewise every turn inserted an entry here, at a page picked by its random session id.
+-- Likewise every turn inserted an entry here, on the page of its tenant and session.
 -- Every read of turns names its session, and `messages_session_seq_key` (session_id, seq)
 -- finds them in seq order; the tenant columns are then checked on the rows themselves.
 DROP INDEX messages_tenant_session_seq_idx;
