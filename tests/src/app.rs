@@ -240,11 +240,7 @@ impl TestApp {
 
     /// A request carrying the tenant headers.
     pub fn req(&self, method: reqwest::Method, path: &str, tenant: &Tenant) -> RequestBuilder {
-        self.client
-            .request(method, self.url(path))
-            .header(api::TEAM_HEADER, &tenant.team)
-            .header(api::AGENT_HEADER, &tenant.agent)
-            .header(api::USER_HEADER, &tenant.user)
+        self.client.request(method, self.url(path)).tenant_headers(tenant)
     }
 
     pub async fn append(&self, tenant: &Tenant, session: &str, messages: Value) -> Response {
@@ -391,6 +387,19 @@ impl TestApp {
 impl Drop for TestApp {
     fn drop(&mut self) {
         self.shutdown.cancel();
+    }
+}
+
+/// Sends a request as a tenant: its ids in the `X-Sediment-*` headers.
+pub trait TenantHeaders {
+    fn tenant_headers(self, tenant: &Tenant) -> Self;
+}
+
+impl TenantHeaders for RequestBuilder {
+    fn tenant_headers(self, tenant: &Tenant) -> Self {
+        self.header(api::TEAM_HEADER, &tenant.team)
+            .header(api::AGENT_HEADER, &tenant.agent)
+            .header(api::USER_HEADER, &tenant.user)
     }
 }
 

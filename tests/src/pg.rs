@@ -56,6 +56,16 @@ impl TestDb {
         &self.name
     }
 
+    /// A plain connection to this database, beside any store's pool, for checks the store
+    /// does not offer.
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(&self.url, NoTls)
+            .await
+            .expect("connect to the test database");
+        tokio::spawn(connection);
+        client
+    }
+
     /// Connects a [`PostgresStore`] to this database and applies the migrations.
     pub async fn store(&self) -> PostgresStore {
         let store = PostgresStore::connect(&self.url, 16)

@@ -29,7 +29,7 @@
 
 use std::time::{Duration, Instant};
 
-use integration_tests::app::{tenant, Mode, Options, TestApp};
+use integration_tests::app::{tenant, Mode, Options, TenantHeaders as _, TestApp};
 use integration_tests::cpu;
 use integration_tests::fake_openai::FakeOpenAi;
 use integration_tests::stats::percentile;
@@ -125,9 +125,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
                 let start = Instant::now();
                 let r = client
                     .post(format!("{base}/v1/sessions/{}-{c}/messages", t.team))
-                    .header(api::TEAM_HEADER, &t.team)
-                    .header(api::AGENT_HEADER, &t.agent)
-                    .header(api::USER_HEADER, &t.user)
+                    .tenant_headers(&t)
                     .json(&json!({ "messages": turns }))
                     .send()
                     .await

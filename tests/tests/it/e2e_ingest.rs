@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use integration_tests::app::{tenant, Mode, Options, TestApp, MODES};
+use integration_tests::app::{tenant, Mode, Options, TenantHeaders as _, TestApp, MODES};
 use serde_json::{json, Value};
 use shared::domain::{MEMORY_BLOCK_END, MEMORY_BLOCK_START};
 
@@ -122,9 +122,7 @@ async fn concurrent_clients_get_gapless_unique_seqs() {
                 for i in 0..TURNS {
                     let response = client
                         .post(format!("{base}/v1/sessions/busy/messages"))
-                        .header(api::TEAM_HEADER, &t.team)
-                        .header(api::AGENT_HEADER, &t.agent)
-                        .header(api::USER_HEADER, &t.user)
+                        .tenant_headers(&t)
                         .json(&json!({"messages": [{"role": "user", "content": format!("client {c} turn {i}")}]}))
                         .send()
                         .await

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use integration_tests::amqp::TestBroker;
-use integration_tests::app::tenant;
+use integration_tests::app::{tenant, TenantHeaders as _};
 use integration_tests::pg::TestDb;
 use serde_json::{json, Value};
 use shared::domain::Tenant;
@@ -54,18 +54,10 @@ async fn spawn(env: &[(String, String)]) -> Proc {
     Proc { child, base }
 }
 
-/// A request to `url` as tenant `t`.
-fn request(client: &reqwest::Client, method: reqwest::Method, url: String, t: &Tenant) -> reqwest::RequestBuilder {
-    client
-        .request(method, url)
-        .header(api::TEAM_HEADER, &t.team)
-        .header(api::AGENT_HEADER, &t.agent)
-        .header(api::USER_HEADER, &t.user)
-}
-
 async fn append(base: &str, t: &Tenant, session: &str, messages: Value) {
-    let url = format!("{base}/v1/sessions/{session}/messages");
-    let r = request(&reqwest::Client::new(), reqwest::Method::POST, url, t)
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/sessions/{session}/messages"))
+        .tenant_headers(t)
         .json(&json!({ "messages": messages }))
         .send()
         .await
@@ -169,8 +161,9 @@ async fn sigterm_in_embedded_mode_exits_zero_and_keeps_data() {
     .await;
     sigterm_and_wait(proc).await;
     let proc = spawn(&env).await;
-    let url = format!("{}/v1/sessions/term/messages", proc.base);
-    let r = request(&reqwest::Client::new(), reqwest::Method::GET, url, &t)
+    let r = reqwest::Client::new()
+        .get(format!("{}/v1/sessions/term/messages", proc.base))
+        .tenant_headers(&t)
         .send()
         .await
         .unwrap();
@@ -245,8 +238,9 @@ async fn index_threads_of_a_server_join_the_cgroups_it_is_given() {
     let client = reqwest::Client::new();
     let start = Instant::now();
     loop {
-        let url = format!("{}/v1/conversations/search", proc.base);
-        let found: Value = request(&client, reqwest::Method::POST, url, &t)
+        let found: Value = client
+            .post(format!("{}/v1/conversations/search", proc.base))
+            .tenant_headers(&t)
             .json(&json!({"query": "heron"}))
             .send()
             .await
@@ -332,15 +326,12 @@ async fn a_pending_scene_run_survives_a_restart() {
     )
     .await;
     let scenes = |base: String, t: Tenant| async move {
-        let r = request(
-            &reqwest::Client::new(),
-            reqwest::Method::GET,
-            format!("{base}/v1/scenes"),
-            &t,
-        )
-        .send()
-        .await
-        .unwrap();
+        let r = reqwest::Client::new()
+            .get(format!("{base}/v1/scenes"))
+            .tenant_headers(&t)
+            .send()
+            .await
+            .unwrap();
         r.json::<Value>().await.unwrap()["items"].as_array().map_or(0, Vec::len)
     };
     // The first turn is extracted at once (warm-up), so the timer is armed; stop before it fires.

@@ -36,14 +36,6 @@ fn migration_files() -> i64 {
         .count() as i64
 }
 
-async fn client(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(connection);
-    client
-}
-
 #[tokio::test]
 async fn migrate_applies_the_schema_and_exits() {
     let db = TestDb::create().await;
@@ -58,7 +50,7 @@ async fn migrate_applies_the_schema_and_exits() {
     assert!(first.status.success(), "migrate failed: {stderr}");
     assert!(stderr.contains("migrations are up to date"), "{stderr}");
 
-    let pg = client(&db.url).await;
+    let pg = db.client().await;
     let applied: i64 = pg
         .query_one("SELECT count(*) FROM schema_migrations", &[])
         .await

@@ -36,15 +36,6 @@ fn tenant() -> shared::domain::Tenant {
     }
 }
 
-/// A connection of its own to the test database, beside the store's pool.
-async fn connect(db: &TestDb) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
-    client
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_concurrent_migrations_both_succeed() {
     let db = TestDb::create().await;
@@ -55,7 +46,7 @@ async fn postgres_concurrent_migrations_both_succeed() {
     rb.expect("second concurrent migrate");
     a.migrate().await.expect("migrate is idempotent");
 
-    let client = connect(&db).await;
+    let client = db.client().await;
     let rows = client
         .query(
             "SELECT version, COUNT(*) AS n FROM schema_migrations GROUP BY version ORDER BY version",
@@ -157,7 +148,7 @@ async fn postgres_reads_filter_messages_by_tenant_columns() {
     let turn = shared::domain::NewTurn::new("user", "mine", None, None, None).expect("turn");
     store.append(&tenant, &session, &[turn]).await.expect("append");
 
-    let client = connect(&fixture_db).await;
+    let client = fixture_db.client().await;
     let planted = uuid::Uuid::new_v4();
     client
         .execute(
@@ -195,7 +186,7 @@ async fn postgres_appends_update_the_session_row_in_place() {
         store.append(&tenant, &session, &[turn]).await.expect("append");
     }
 
-    let client = connect(&fixture_db).await;
+    let client = fixture_db.client().await;
     let indexes: Vec<String> = client
         .query(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'sessions' ORDER BY indexname",

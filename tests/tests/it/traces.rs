@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use integration_tests::amqp::TestBroker;
-use integration_tests::app::tenant;
+use integration_tests::app::{tenant, TenantHeaders as _};
 use integration_tests::otel_collector::{
     describe, FakeCollector, RecordedSpan, KIND_CONSUMER, KIND_PRODUCER, KIND_SERVER,
 };
@@ -76,9 +76,7 @@ async fn append_traced(base: &str, session: &str) {
     let t = tenant();
     let r = reqwest::Client::new()
         .post(format!("{base}/v1/sessions/{session}/messages"))
-        .header(api::TEAM_HEADER, &t.team)
-        .header(api::AGENT_HEADER, &t.agent)
-        .header(api::USER_HEADER, &t.user)
+        .tenant_headers(&t)
         .header("traceparent", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
         .header("tracestate", "agent=1")
         .json(&json!({ "messages": [{"role": "user", "content": "I prefer tea over coffee"}] }))
