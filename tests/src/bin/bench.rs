@@ -36,8 +36,8 @@ use integration_tests::stats::percentile;
 use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
 use shared::metrics::{
-    HTTP_LATENCY, INDEX_DELAY, INDEX_FLUSH_SECONDS, INDEX_OPTIMIZING, INDEX_ROUND_SESSIONS, INDEX_UPDATE_SECONDS,
-    INDEX_WRITE_POINTS, STORE_GROUP_COMMIT_APPENDS,
+    EVENTS_PUBLISHED, HTTP_LATENCY, INDEX_DELAY, INDEX_FLUSH_SECONDS, INDEX_OPTIMIZING, INDEX_ROUND_SESSIONS,
+    INDEX_UPDATE_SECONDS, INDEX_WRITE_POINTS, STORE_GROUP_COMMIT_APPENDS,
 };
 use shared::store::INDEX_CONSUMER;
 
@@ -100,6 +100,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let rounds_before = buckets(app, INDEX_ROUND_SESSIONS).await;
     let updates_before = buckets(app, INDEX_UPDATE_SECONDS).await;
     let groups_before = buckets(app, STORE_GROUP_COMMIT_APPENDS).await;
+    let published_before = counter(app, EVENTS_PUBLISHED, &PUBLISHED_OK).await;
     let cpu_before = cpu::Sample::now();
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
     let mut tasks = tokio::task::JoinSet::new();
@@ -194,8 +195,10 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
         ),
         _ => String::new(),
     };
+    // One wake-up per session and publish round: under load, fewer messages than requests.
+    let published = counter(app, EVENTS_PUBLISHED, &PUBLISHED_OK).await - published_before;
     let ingested = format!(
-        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} {} turns/s={:.0} (server p50={:.2}ms p99={:.2}ms{grouped}; cpu {})",
+        "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} {} turns/s={:.0} (server p50={:.2}ms p99={:.2}ms{grouped}; events/s={:.0}; cpu {})",
         app.mode,
         rate.map(|r| format!("paced at {r:.0} turns/s"))
             .unwrap_or_else(|| "closed loop".into()),
@@ -204,6 +207,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
         turns as f64 / SECONDS as f64,
         histogram_quantile(&server, 0.50) * 1e3,
         histogram_quantile(&server, 0.99) * 1e3,
+        published / SECONDS as f64,
         cpu.map_or_else(|| "unknown".to_string(), |u| u.to_string()),
     );
     if !app.backends.api_runs_index_worker {
@@ -235,6 +239,23 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
 }
 
 const APPEND_ROUTE: [(&str, &str); 2] = [("method", "POST"), ("route", "/v1/sessions/{session_id}/messages")];
+const PUBLISHED_OK: [(&str, &str); 2] = [("routing_key", "turn.appended"), ("result", "ok")];
+
+/// The sum of counter `name` over its series with these label values, from the API's
+/// `/metrics`; 0 before any series exists.
+async fn counter(app: &TestApp, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    metrics_text(app)
+        .await
+        .lines()
+        .filter_map(|line| line.strip_prefix(name))
+        .filter_map(|rest| {
+            let (series, value) = rest.rsplit_once(' ')?;
+            wanted.iter().all(|w| series.contains(w.as_str())).then_some(value)
+        })
+        .filter_map(|value| value.trim().parse::<f64>().ok())
+        .sum()
+}
 
 /// `after - before`, bucket by bucket.
 fn since(after: Vec<(f64, f64)>, before: &[(f64, f64)]) -> Vec<(f64, f64)> {
