@@ -29,6 +29,9 @@ pub struct AppState {
 /// How long a wake-up publish waits for the broker's confirm. The turns are already committed;
 /// a late or failed publish only delays their processing until the next sweep.
 const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How often at most a round of wake-ups goes out: at most 50 events a second however many
+/// requests come, each one a little later than it could be (the index lag target is 1 s).
+const WAKEUP_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl AppState {
     /// Starts the wake-up publisher, so it must run inside the Tokio runtime.
@@ -47,7 +50,7 @@ impl AppState {
         let recall = Recall::new(search.clone(), backends.memories.clone())
             .with_stable(StableSource::new(backends.scenes.clone(), backends.files.clone()));
         Self {
-            wakeups: Wakeups::start(backends.bus.clone(), PUBLISH_TIMEOUT),
+            wakeups: Wakeups::start(backends.bus.clone(), PUBLISH_TIMEOUT, WAKEUP_INTERVAL),
             memory_indexer,
             context: ContextService::from_backends(&backends, context),
             backends,

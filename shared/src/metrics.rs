@@ -12,6 +12,8 @@ pub const EVENTS_PUBLISHED: &str = "sediment_events_published_total";
 /// Events merged into one already waiting to be published (one wake-up covers both), by
 /// `routing_key`.
 pub const EVENTS_COALESCED: &str = "sediment_events_coalesced_total";
+/// Sessions one published `turns.appended` wake-up carried.
+pub const WAKEUP_SESSIONS: &str = "sediment_wakeup_sessions";
 /// Deliveries consumed by `worker` and `outcome` (`ack`, `retry`, `reject`).
 pub const EVENTS_CONSUMED: &str = "sediment_events_consumed_total";
 /// Ready messages in a worker kind's queue, by `queue` (the kind), as last sampled.
@@ -154,6 +156,7 @@ pub fn describe() {
         EVENTS_COALESCED,
         "events merged into one already waiting to be published, by routing key"
     );
+    describe_histogram!(WAKEUP_SESSIONS, "sessions one published turns.appended wake-up carried");
     describe_counter!(EVENTS_CONSUMED, "deliveries consumed by worker and outcome");
     describe_gauge!(QUEUE_DEPTH, "ready messages in a worker queue, by queue");
     describe_gauge!(PARKED_MESSAGES, "parked messages waiting for a human, by queue");
@@ -309,6 +312,11 @@ pub fn prometheus() -> metrics_exporter_prometheus::PrometheusHandle {
                 .set_buckets_for_metric(
                     metrics_exporter_prometheus::Matcher::Full(INDEX_ROUND_SESSIONS.to_owned()),
                     &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+                )
+                .expect("static bucket list is not empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(WAKEUP_SESSIONS.to_owned()),
+                    &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 500.0],
                 )
                 .expect("static bucket list is not empty")
                 .set_buckets_for_metric(

@@ -70,6 +70,11 @@ impl Handler for IndexHandler {
                 self.0.index_session(session_id).await?;
                 Ok(())
             }
+            Event::TurnsAppended { sessions } => {
+                let ids: Vec<String> = sessions.iter().map(|s| s.session_id.clone()).collect();
+                self.0.index_sessions(&ids).await?;
+                Ok(())
+            }
             // Not routed to the index queue; nothing to index.
             Event::ExtractDue { .. }
             | Event::CompactionRequested { .. }
@@ -85,6 +90,9 @@ impl Handler for IndexHandler {
 
 /// The L1 extraction worker's handler.
 pub struct ExtractHandler(pub Scheduler);
+
+/// Sessions of one `turns.appended` event that the extract worker polls at once.
+const EXTRACT_SESSIONS_AT_ONCE: usize = 8;
 
 impl From<PipelineError> for HandlerError {
     fn from(e: PipelineError) -> Self {
@@ -107,6 +115,23 @@ impl Handler for ExtractHandler {
                 self.0.poll(session_id, Trigger::NewTurns).await?;
                 Ok(())
             }
+            Event::TurnsAppended { sessions } => {
+                use futures::StreamExt as _;
+                // A poll may wait for the LLM, so sessions run side by side, as separate
+                // deliveries would.
+                let scheduler = &self.0;
+                let ids: Vec<String> = sessions.iter().map(|s| s.session_id.clone()).collect();
+                let failures: Vec<PipelineError> = futures::stream::iter(ids)
+                    .map(|id| async move { scheduler.poll(&id, Trigger::NewTurns).await })
+                    .buffer_unordered(EXTRACT_SESSIONS_AT_ONCE)
+                    .filter_map(|result| async move { result.err() })
+                    .collect()
+                    .await;
+                match deciding_failure(failures) {
+                    Some(e) => Err(e.into()),
+                    None => Ok(()),
+                }
+            }
             Event::ExtractDue { session_id, .. } => {
                 self.0.poll(session_id, Trigger::Check).await?;
                 Ok(())
@@ -119,6 +144,15 @@ impl Handler for ExtractHandler {
     async fn sweep(&self) -> Result<usize, HandlerError> {
         Ok(self.0.sweep().await?)
     }
+}
+
+/// The failure that settles a delivery whose sessions were all polled, `None` when none failed.
+/// A retry polls them all again, and those that succeeded find nothing left to do; so a failure
+/// that may pass later decides over one that never will, which would park the message and
+/// leave the session that may pass to the sweep.
+fn deciding_failure(mut failures: Vec<PipelineError>) -> Option<PipelineError> {
+    let at = failures.iter().position(PipelineError::is_retryable).unwrap_or(0);
+    (!failures.is_empty()).then(|| failures.swap_remove(at))
 }
 
 #[derive(Debug, Clone)]
@@ -340,4 +374,30 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::EngineError;
+
+    fn failed(retryable: bool) -> PipelineError {
+        let source = if retryable {
+            EngineError::Unavailable("timed out".into())
+        } else {
+            EngineError::Rejected("401".into())
+        };
+        PipelineError::Extract { mode: "llm", source }
+    }
+
+    #[test]
+    fn a_failure_that_may_pass_later_settles_a_many_session_delivery() {
+        assert!(deciding_failure(Vec::new()).is_none());
+        let decided = deciding_failure(vec![failed(false), failed(true), failed(false)]).expect("a failure");
+        assert!(decided.is_retryable(), "{decided:?}");
+        let decided = deciding_failure(vec![failed(false), failed(false)]).expect("a failure");
+        assert!(!decided.is_retryable(), "{decided:?}");
+        let decided = deciding_failure(vec![failed(true)]).expect("a failure");
+        assert!(decided.is_retryable(), "{decided:?}");
+    }
 }

@@ -62,7 +62,7 @@ pub(crate) fn retry_backoff(base: Duration, attempt: u32) -> Duration {
     base.saturating_mul(factor).min(MAX_RETRY_DELAY.max(base))
 }
 
-/// Routing key of [`Event::TurnAppended`].
+/// Routing key of [`Event::TurnsAppended`] (and [`Event::TurnAppended`]).
 pub const TURN_APPENDED: &str = "turn.appended";
 /// Routing key of [`Event::ExtractDue`].
 pub const EXTRACT_DUE: &str = "extract.due";
@@ -119,13 +119,19 @@ impl WorkerKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum Event {
-    /// Turns up to `last_seq` were committed to a session.
+    /// Turns up to `last_seq` were committed to a session. The API now sends
+    /// [`Event::TurnsAppended`]; workers still read this one, which older APIs sent and may have
+    /// left queued.
     #[serde(rename = "turn.appended.v1")]
     TurnAppended {
         tenant: Tenant,
         session_id: String,
         last_seq: i64,
     },
+    /// Turns were committed to each of these sessions: the API's wake-up for everything
+    /// appended during one publish round (see [`wakeup`]), one message for many sessions.
+    #[serde(rename = "turns.appended.v1")]
+    TurnsAppended { sessions: Vec<Appended> },
     /// A session's extraction timer (idle flush) may be due; the database holds the due-time.
     #[serde(rename = "extract.due.v1")]
     ExtractDue { tenant: Tenant, session_id: String },
@@ -142,10 +148,18 @@ pub enum Event {
     PersonaDue { tenant: Tenant },
 }
 
+/// One session of an [`Event::TurnsAppended`]: its turns up to `last_seq` were committed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Appended {
+    pub tenant: Tenant,
+    pub session_id: String,
+    pub last_seq: i64,
+}
+
 impl Event {
     pub fn routing_key(&self) -> &'static str {
         match self {
-            Self::TurnAppended { .. } => TURN_APPENDED,
+            Self::TurnAppended { .. } | Self::TurnsAppended { .. } => TURN_APPENDED,
             Self::ExtractDue { .. } => EXTRACT_DUE,
             Self::CompactionRequested { .. } => COMPACTION_REQUESTED,
             Self::SceneDue { .. } => SCENE_DUE,

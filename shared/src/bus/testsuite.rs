@@ -49,6 +49,24 @@ pub fn sample_event(last_seq: i64) -> Event {
     }
 }
 
+/// A `turns.appended` event of `n` sessions distinct from every other one made by this
+/// process.
+pub fn sample_sessions(n: usize) -> Event {
+    Event::TurnsAppended {
+        sessions: (0..n)
+            .map(|i| super::Appended {
+                tenant: Tenant {
+                    team: "team-a".into(),
+                    agent: "agent-a".into(),
+                    user: format!("user-{i}"),
+                },
+                session_id: format!("session-{}", uuid::Uuid::new_v4().simple()),
+                last_seq: i as i64 + 1,
+            })
+            .collect(),
+    }
+}
+
 /// A delayed event is routed like any other, but not before its delay; delays of different
 /// lengths do not hold each other up, and only the kinds bound to its key receive it.
 pub async fn delayed_publish_waits_out_its_delay(bus: &dyn EventBus) {
@@ -124,20 +142,25 @@ pub async fn message_ids_are_unique(bus: &dyn EventBus) {
     assert_eq!(ids.len(), 3, "message ids repeat: {ids:?}");
 }
 
-/// `turn.appended` is routed to the index queue: it waits there (depth 1) and is delivered to
-/// an index subscription.
+/// `turn.appended` is routed to the index queue: it waits there and is delivered to an index
+/// subscription unchanged, in both shapes (the API's many-session event and the one-session
+/// event of older APIs).
 pub async fn routes_turn_appended_to_index(bus: &dyn EventBus) {
-    let event = sample_event(7);
-    assert_eq!(event.routing_key(), super::TURN_APPENDED);
-    bus.publish(&event).await.expect("publish");
-    eventually("index queue depth to reach 1", || async {
-        bus.depth(WorkerKind::Index).await.expect("depth") == Some(1)
+    let events = [sample_event(7), sample_sessions(3)];
+    for event in &events {
+        assert_eq!(event.routing_key(), super::TURN_APPENDED);
+        bus.publish(event).await.expect("publish");
+    }
+    eventually("index queue depth to reach 2", || async {
+        bus.depth(WorkerKind::Index).await.expect("depth") == Some(2)
     })
     .await;
     let mut sub = subscribe(bus, 10).await;
-    let delivery = expect_delivery(sub.as_mut(), "the routed event").await;
-    assert_eq!(delivery.event.as_ref().ok(), Some(&event));
-    sub.settle(delivery, Outcome::Ack).await.expect("ack");
+    for event in &events {
+        let delivery = expect_delivery(sub.as_mut(), "a routed event").await;
+        assert_eq!(delivery.event.as_ref().ok(), Some(event));
+        sub.settle(delivery, Outcome::Ack).await.expect("ack");
+    }
 }
 
 /// An event published while nobody subscribes is kept and delivered to a later subscriber.

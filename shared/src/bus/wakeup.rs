@@ -1,14 +1,17 @@
-//! `turn.appended` wake-ups, published off the request path and coalesced per session.
+//! `turn.appended` wake-ups, published off the request path, coalesced per session and
+//! gathered into one event per round.
 //!
 //! Ingest commits the turns, hands the wake-up to [`Wakeups`] and answers; a background task
-//! publishes it (with publisher confirms, as every publish). While a round of publishes is in
-//! flight, further appends to a session that already has a wake-up waiting only raise its
-//! `last_seq`, so under load one event covers many requests: the broker, the index worker and
-//! the extract worker see fewer, larger units of work, and no request waits for the broker.
+//! publishes it (with publisher confirms, as every publish). Rounds of publishes start at most
+//! once per `interval`: every session appended to since the last round goes out in one
+//! [`Event::TurnsAppended`] (up to [`MAX_SESSIONS_PER_EVENT`] sessions each), and further
+//! appends to a session already waiting only raise its `last_seq`. Under load the broker and
+//! the workers then see a few large units of work a second instead of one per request, and no
+//! request waits for the broker. After a quiet spell the first append's round starts at once.
 //!
 //! A wake-up is a hint: the database holds the turns and every worker's cursor. One that fails,
-//! times out, or is dropped because [`MAX_PENDING`] sessions are already waiting delays that
-//! session until the next backlog sweep; each outcome is counted in
+//! times out, or is dropped because [`MAX_PENDING`] sessions are already waiting delays its
+//! sessions until the next backlog sweep; each outcome is counted in
 //! `sediment_events_published_total{result}`. [`Wakeups::close`] publishes what is still
 //! waiting, so a graceful stop leaves nothing for the sweep.
 
@@ -22,7 +25,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use super::{Event, EventBus};
+use super::{Appended, Event, EventBus};
 use crate::domain::Tenant;
 use crate::metrics;
 use crate::runtime::error_chain;
@@ -33,6 +36,8 @@ pub const MAX_PENDING: usize = 100_000;
 /// Publishes in flight at once. Confirms are pipelined on one channel, so this is the depth of
 /// that pipeline.
 const CONCURRENCY: usize = 64;
+/// Most sessions in one event, which keeps a message near 100 KB.
+pub const MAX_SESSIONS_PER_EVENT: usize = 500;
 
 /// The API's wake-up publisher. Cheap to clone; all clones feed one background task.
 #[derive(Clone)]
@@ -44,6 +49,7 @@ pub struct Wakeups {
 struct Inner {
     bus: Arc<dyn EventBus>,
     timeout: Duration,
+    interval: Duration,
     pending: Mutex<HashMap<(Tenant, String), Waiting>>,
     notify: Notify,
     closed: AtomicBool,
@@ -53,16 +59,19 @@ struct Inner {
 
 struct Waiting {
     last_seq: i64,
-    /// The first request's span: the publish, and the work it wakes, join that trace.
+    /// The first request's span: the publish of an event whose first session this is, and the
+    /// work it wakes, join that trace.
     span: tracing::Span,
 }
 
 impl Wakeups {
-    /// Starts the background publisher; each publish waits at most `timeout` for its confirm.
-    pub fn start(bus: Arc<dyn EventBus>, timeout: Duration) -> Self {
+    /// Starts the background publisher: rounds start at most once per `interval`, and each
+    /// publish waits at most `timeout` for its confirm.
+    pub fn start(bus: Arc<dyn EventBus>, timeout: Duration, interval: Duration) -> Self {
         let inner = Arc::new(Inner {
             bus,
             timeout,
+            interval,
             pending: Mutex::default(),
             notify: Notify::new(),
             closed: AtomicBool::new(false),
@@ -146,6 +155,7 @@ impl Inner {
         loop {
             // A notification sent while a round ran is stored as a permit: none is lost.
             self.notify.notified().await;
+            let started = tokio::time::Instant::now();
             let closing = self.closed.load(Ordering::Acquire);
             self.publish_pending().await;
             if closing {
@@ -153,40 +163,60 @@ impl Inner {
                 self.publish_pending().await;
                 return;
             }
+            // What is appended meanwhile gathers for the next round. A close waits this out
+            // too: at most one interval.
+            tokio::time::sleep_until(started + self.interval).await;
         }
     }
 
     async fn publish_pending(&self) {
-        let round = std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut round: Vec<((Tenant, String), Waiting)> =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner))
+                .into_iter()
+                .collect();
         self.warned_full.store(false, Ordering::Release);
-        futures::stream::iter(round)
-            .for_each_concurrent(CONCURRENCY, |((tenant, session_id), waiting)| async move {
-                let event = Event::TurnAppended {
-                    tenant,
-                    session_id,
-                    last_seq: waiting.last_seq,
+        let mut events = Vec::with_capacity(round.len().div_ceil(MAX_SESSIONS_PER_EVENT));
+        while !round.is_empty() {
+            events.push(round.split_off(round.len().saturating_sub(MAX_SESSIONS_PER_EVENT)));
+        }
+        futures::stream::iter(events)
+            .for_each_concurrent(CONCURRENCY, |sessions| async move {
+                let span = sessions[0].1.span.clone();
+                let event = Event::TurnsAppended {
+                    sessions: sessions
+                        .into_iter()
+                        .map(|((tenant, session_id), waiting)| Appended {
+                            tenant,
+                            session_id,
+                            last_seq: waiting.last_seq,
+                        })
+                        .collect(),
                 };
-                self.publish(&event).instrument(waiting.span).await;
+                self.publish(&event).instrument(span).await;
             })
             .await;
     }
 
     async fn publish(&self, event: &Event) {
-        let Event::TurnAppended { session_id, .. } = event else {
+        let Event::TurnsAppended { sessions } = event else {
             return;
         };
         let result = match tokio::time::timeout(self.timeout, self.bus.publish(event)).await {
             Ok(Ok(())) => "ok",
             Ok(Err(e)) => {
-                tracing::warn!(session = %session_id, error = %error_chain(&e), "failed to publish turn.appended; the sweep will index it");
+                tracing::warn!(sessions = sessions.len(), error = %error_chain(&e), "failed to publish turns.appended; the sweep will index its sessions");
                 "error"
             }
             Err(_) => {
-                tracing::warn!(session = %session_id, "publishing turn.appended timed out; the sweep will index it");
+                tracing::warn!(
+                    sessions = sessions.len(),
+                    "publishing turns.appended timed out; the sweep will index its sessions"
+                );
                 "timeout"
             }
         };
         ::metrics::counter!(metrics::EVENTS_PUBLISHED, "routing_key" => event.routing_key(), "result" => result)
             .increment(1);
+        ::metrics::histogram!(metrics::WAKEUP_SESSIONS).record(sessions.len() as f64);
     }
 }

@@ -425,6 +425,7 @@ impl Handler for CompactHandler {
             }
             // Not routed to the compact queue.
             Event::TurnAppended { .. }
+            | Event::TurnsAppended { .. }
             | Event::ExtractDue { .. }
             | Event::SceneDue { .. }
             | Event::PersonaDue { .. } => Ok(()),

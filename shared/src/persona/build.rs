@@ -458,6 +458,7 @@ impl Handler for PersonaHandler {
             }
             // Not routed to the persona queue.
             Event::TurnAppended { .. }
+            | Event::TurnsAppended { .. }
             | Event::ExtractDue { .. }
             | Event::CompactionRequested { .. }
             | Event::SceneDue { .. } => Ok(()),

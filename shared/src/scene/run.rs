@@ -642,6 +642,7 @@ impl Handler for SceneHandler {
             },
             // Not routed to the scene queue.
             Event::TurnAppended { .. }
+            | Event::TurnsAppended { .. }
             | Event::ExtractDue { .. }
             | Event::CompactionRequested { .. }
             | Event::PersonaDue { .. } => Ok(()),

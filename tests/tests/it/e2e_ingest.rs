@@ -64,6 +64,37 @@ async fn ingest_then_search_finds_the_turn() {
     }
 }
 
+/// With the sweep ten minutes away, wake-ups alone index the turns: appends to many sessions
+/// at once share `turns.appended` events, and the worker indexes every session of each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn wake_ups_alone_index_every_session() {
+    for mode in MODES {
+        let app = TestApp::with(
+            mode,
+            Options {
+                env: vec![("WORKER_SWEEP_INTERVAL_MS", "600000".to_owned())],
+                ..Options::default()
+            },
+        )
+        .await;
+        let t = tenant();
+        // Past the start-up sweep first, which would otherwise find the turns below on its own.
+        app.append_ok(&t, "warm-up", json!([{"role": "user", "content": "warming up"}]))
+            .await;
+        app.wait_indexed(INDEX_WAIT).await;
+        let appends = (0..12).map(|i| {
+            let (app, t) = (&app, &t);
+            async move {
+                let turn = json!([{"role": "user", "content": format!("wombat sighting number {i}")}]);
+                app.append_ok(t, &format!("fan-{i}"), turn).await;
+            }
+        });
+        futures::future::join_all(appends).await;
+        app.wait_indexed(INDEX_WAIT).await;
+        assert_eq!(app.search_contents(&t, "wombat").await.len(), 12, "{mode:?}");
+    }
+}
+
 #[tokio::test]
 async fn read_back_pages_in_order_with_metadata() {
     for mode in MODES {

@@ -219,6 +219,57 @@ async fn idle_sessions_are_flushed_even_without_events() {
     assert_eq!(schedule.idle_due_at, None, "the flush cleared the due-time");
 }
 
+/// With the sweep and the idle flush far away, wake-ups alone start extraction: the first turns
+/// of many sessions, appended at once, share `turns.appended` events, and the worker extracts
+/// every session of each (a session's first turn is extracted at once, on the warm-up
+/// schedule).
+async fn wake_ups_alone_extract_every_session(mode: Mode) {
+    let app = TestApp::with(
+        mode,
+        Options {
+            env: vec![
+                ("EXTRACT_IDLE_FLUSH_MS", "3600000".into()),
+                ("WORKER_SWEEP_INTERVAL_MS", "600000".into()),
+            ],
+            ..Options::default()
+        },
+    )
+    .await;
+    let t = tenant();
+    // Past the start-up sweep first, which would otherwise find the turns below on its own.
+    app.append_ok(&t, "warm-up", user("I am a site reliability engineer."))
+        .await;
+    app.wait_extracted(WAIT).await;
+    let appends = (0..6).map(|i| {
+        let (app, t) = (&app, &t);
+        async move {
+            app.append_ok(t, &format!("fan-{i}"), user(&format!("I prefer editor number {i}.")))
+                .await;
+        }
+    });
+    futures::future::join_all(appends).await;
+    app.wait_extracted(WAIT).await;
+    let contents = app.memory_contents(&t).await;
+    assert_eq!(contents.len(), 7, "{mode:?}: {contents:?}");
+    for i in 0..6 {
+        let said = format!("editor number {i}");
+        assert!(
+            contents.iter().any(|c| c.contains(&said)),
+            "{mode:?}: {said} in {contents:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn embedded_wake_ups_alone_extract_every_session() {
+    wake_ups_alone_extract_every_session(Mode::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_wake_ups_alone_extract_every_session() {
+    wake_ups_alone_extract_every_session(Mode::Cluster).await;
+}
+
 /// A graceful stop flushes what is pending instead of leaving it for the next start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn graceful_shutdown_flushes_pending_turns() {

@@ -1,5 +1,6 @@
-//! The ingest wake-up publisher (`bus::wakeup`): coalescing per session, the drain on close,
-//! the bound on waiting sessions, and a broker that is down, on RabbitMQ and in process.
+//! The ingest wake-up publisher (`bus::wakeup`): coalescing per session, one event per round,
+//! the interval between rounds, the drain on close, the bound on waiting sessions, and a broker
+//! that is down, on RabbitMQ and in process.
 //!
 //! The tests run on Tokio's current-thread runtime: `turn_appended` never yields, so every
 //! call made before the first `.await` lands before the publisher task has run once, which
@@ -11,9 +12,12 @@ use std::time::{Duration, Instant};
 
 use integration_tests::amqp::TestBroker;
 use shared::bus::testsuite::{expect_delivery, expect_nothing, QUIET_PERIOD};
-use shared::bus::wakeup::{Wakeups, MAX_PENDING};
-use shared::bus::{AmqpBus, AmqpSettings, Event, EventBus, LocalBus, Outcome, WorkerKind};
+use shared::bus::wakeup::{Wakeups, MAX_PENDING, MAX_SESSIONS_PER_EVENT};
+use shared::bus::{AmqpBus, AmqpSettings, Delivery, Event, EventBus, LocalBus, Outcome, Subscription, WorkerKind};
 use shared::domain::Tenant;
+
+/// Short enough to keep the tests fast; the interval test sets its own.
+const INTERVAL: Duration = Duration::from_millis(10);
 
 fn tenant(user: &str) -> Tenant {
     Tenant {
@@ -23,11 +27,27 @@ fn tenant(user: &str) -> Tenant {
     }
 }
 
-/// 100 appends to one session and one to another become exactly two events, the first with
-/// the highest `last_seq`; closing publishes them, and nothing else follows.
-async fn coalesces_per_session_and_drains_on_close(bus: Arc<dyn EventBus>) {
+/// The next delivery's sessions as (user, session, last_seq), sorted, after acking it.
+async fn next_sessions(sub: &mut dyn Subscription, what: &str) -> Vec<(String, String, i64)> {
+    let delivery: Delivery = expect_delivery(sub, what).await;
+    let Ok(Event::TurnsAppended { sessions }) = &delivery.event else {
+        panic!("unexpected delivery {:?}", delivery.event);
+    };
+    let mut seen: Vec<(String, String, i64)> = sessions
+        .iter()
+        .map(|s| (s.tenant.user.clone(), s.session_id.clone(), s.last_seq))
+        .collect();
+    seen.sort();
+    sub.settle(delivery, Outcome::Ack).await.expect("ack");
+    seen
+}
+
+/// 100 appends to one session, one to another and one to a third under another tenant become
+/// one event of three sessions, the first with the highest `last_seq`; closing publishes it,
+/// and nothing else follows.
+async fn coalesces_into_one_event_and_drains_on_close(bus: Arc<dyn EventBus>) {
     let mut sub = bus.subscribe(WorkerKind::Index, 10).await.expect("subscribe");
-    let wakeups = Wakeups::start(Arc::clone(&bus), Duration::from_secs(2));
+    let wakeups = Wakeups::start(Arc::clone(&bus), Duration::from_secs(2), INTERVAL);
     for seq in [3, 1, 100, 50] {
         wakeups.turn_appended(tenant("u1"), "busy".into(), seq);
     }
@@ -35,36 +55,21 @@ async fn coalesces_per_session_and_drains_on_close(bus: Arc<dyn EventBus>) {
         wakeups.turn_appended(tenant("u1"), "busy".into(), seq);
     }
     wakeups.turn_appended(tenant("u1"), "quiet".into(), 1);
-    // Same session id, other tenant: its own wake-up.
+    // Same session id, other tenant: its own entry.
     wakeups.turn_appended(tenant("u2"), "busy".into(), 7);
     assert_eq!(wakeups.pending(), 3);
     wakeups.close().await;
     assert_eq!(wakeups.pending(), 0, "close publishes everything waiting");
 
-    let mut seen = Vec::new();
-    for _ in 0..3 {
-        let delivery = expect_delivery(sub.as_mut(), "a coalesced wake-up").await;
-        let Ok(Event::TurnAppended {
-            tenant,
-            session_id,
-            last_seq,
-        }) = &delivery.event
-        else {
-            panic!("unexpected delivery {:?}", delivery.event);
-        };
-        seen.push((tenant.user.clone(), session_id.clone(), *last_seq));
-        sub.settle(delivery, Outcome::Ack).await.expect("ack");
-    }
-    seen.sort();
     assert_eq!(
-        seen,
+        next_sessions(sub.as_mut(), "the round's wake-up").await,
         vec![
             ("u1".into(), "busy".into(), 100),
             ("u1".into(), "quiet".into(), 1),
             ("u2".into(), "busy".into(), 7),
         ]
     );
-    expect_nothing(sub.as_mut(), QUIET_PERIOD, "a fourth wake-up").await;
+    expect_nothing(sub.as_mut(), QUIET_PERIOD, "a second wake-up").await;
 
     // After close, a wake-up is refused (left to the sweep), never queued for a dead task.
     wakeups.turn_appended(tenant("u1"), "late".into(), 1);
@@ -74,30 +79,106 @@ async fn coalesces_per_session_and_drains_on_close(bus: Arc<dyn EventBus>) {
 /// Wake-ups keep flowing after the first round: a later append gets its own event.
 async fn keeps_publishing_after_a_round(bus: Arc<dyn EventBus>) {
     let mut sub = bus.subscribe(WorkerKind::Index, 10).await.expect("subscribe");
-    let wakeups = Wakeups::start(Arc::clone(&bus), Duration::from_secs(2));
+    let wakeups = Wakeups::start(Arc::clone(&bus), Duration::from_secs(2), INTERVAL);
     for round in 1..=3 {
         wakeups.turn_appended(tenant("u1"), "s".into(), round);
-        let delivery = expect_delivery(sub.as_mut(), "this round's wake-up").await;
-        assert!(
-            matches!(delivery.event, Ok(Event::TurnAppended { last_seq, .. }) if last_seq == round),
-            "{:?}",
-            delivery.event
+        assert_eq!(
+            next_sessions(sub.as_mut(), "this round's wake-up").await,
+            vec![("u1".into(), "s".into(), round)]
         );
-        sub.settle(delivery, Outcome::Ack).await.expect("ack");
     }
     wakeups.close().await;
 }
 
+/// A round with more sessions than one event takes goes out as several events, each session
+/// in exactly one of them.
+async fn splits_a_large_round(bus: Arc<dyn EventBus>) {
+    let mut sub = bus.subscribe(WorkerKind::Index, 10).await.expect("subscribe");
+    let wakeups = Wakeups::start(Arc::clone(&bus), Duration::from_secs(2), INTERVAL);
+    let sessions = 2 * MAX_SESSIONS_PER_EVENT + 1;
+    for i in 0..sessions {
+        wakeups.turn_appended(tenant("u1"), format!("s{i:04}"), i as i64);
+    }
+    wakeups.close().await;
+    let mut sizes = Vec::new();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let event = next_sessions(sub.as_mut(), "a part of the round").await;
+        sizes.push(event.len());
+        seen.extend(event);
+    }
+    expect_nothing(sub.as_mut(), QUIET_PERIOD, "a fourth part").await;
+    sizes.sort_unstable();
+    assert_eq!(sizes, vec![1, MAX_SESSIONS_PER_EVENT, MAX_SESSIONS_PER_EVENT]);
+    seen.sort();
+    let expected: Vec<(String, String, i64)> = (0..sessions)
+        .map(|i| ("u1".into(), format!("s{i:04}"), i as i64))
+        .collect();
+    assert_eq!(seen, expected);
+}
+
 #[tokio::test]
-async fn amqp_coalesces_per_session_and_drains_on_close() {
+async fn amqp_coalesces_into_one_event_and_drains_on_close() {
     let broker = TestBroker::start("wakeup_coalesce").await;
-    coalesces_per_session_and_drains_on_close(Arc::new(broker.bus().await)).await;
+    coalesces_into_one_event_and_drains_on_close(Arc::new(broker.bus().await)).await;
     broker.cleanup().await;
 }
 
 #[tokio::test]
-async fn local_coalesces_per_session_and_drains_on_close() {
-    coalesces_per_session_and_drains_on_close(Arc::new(LocalBus::new(3, Duration::from_millis(150)))).await;
+async fn local_coalesces_into_one_event_and_drains_on_close() {
+    coalesces_into_one_event_and_drains_on_close(Arc::new(LocalBus::new(3, Duration::from_millis(150)))).await;
+}
+
+#[tokio::test]
+async fn amqp_splits_a_large_round() {
+    let broker = TestBroker::start("wakeup_split").await;
+    splits_a_large_round(Arc::new(broker.bus().await)).await;
+    broker.cleanup().await;
+}
+
+#[tokio::test]
+async fn local_splits_a_large_round() {
+    splits_a_large_round(Arc::new(LocalBus::new(3, Duration::from_millis(150)))).await;
+}
+
+/// After a round, the next waits out the interval: appends made meanwhile, to any session,
+/// share its one event. The first append after a quiet spell goes out at once.
+#[tokio::test]
+async fn appends_during_the_interval_share_the_next_event() {
+    let bus: Arc<dyn EventBus> = Arc::new(LocalBus::new(3, Duration::from_millis(150)));
+    let mut sub = bus.subscribe(WorkerKind::Index, 10).await.expect("subscribe");
+    let interval = Duration::from_secs(1);
+    let wakeups = Wakeups::start(Arc::clone(&bus), Duration::from_secs(2), interval);
+    let started = Instant::now();
+    wakeups.turn_appended(tenant("u1"), "a".into(), 1);
+    assert_eq!(
+        next_sessions(sub.as_mut(), "the first wake-up").await,
+        vec![("u1".into(), "a".into(), 1)]
+    );
+    // Well inside the interval, so the appends below all fall into it.
+    assert!(
+        started.elapsed() < interval / 2,
+        "the first round went out after {:?}",
+        started.elapsed()
+    );
+    wakeups.turn_appended(tenant("u1"), "b".into(), 1);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    wakeups.turn_appended(tenant("u2"), "c".into(), 4);
+    wakeups.turn_appended(tenant("u1"), "a".into(), 2);
+    assert_eq!(
+        next_sessions(sub.as_mut(), "the second round's wake-up").await,
+        vec![
+            ("u1".into(), "a".into(), 2),
+            ("u1".into(), "b".into(), 1),
+            ("u2".into(), "c".into(), 4),
+        ]
+    );
+    assert!(
+        started.elapsed() >= interval,
+        "the second round went out after {:?}, before the interval",
+        started.elapsed()
+    );
+    wakeups.close().await;
 }
 
 #[tokio::test]
@@ -117,7 +198,7 @@ async fn local_keeps_publishing_after_a_round() {
 #[tokio::test]
 async fn waiting_sessions_are_bounded() {
     let bus: Arc<dyn EventBus> = Arc::new(LocalBus::new(3, Duration::from_millis(150)));
-    let wakeups = Wakeups::start(bus, Duration::from_secs(2));
+    let wakeups = Wakeups::start(bus, Duration::from_secs(2), INTERVAL);
     for i in 0..MAX_PENDING + 10 {
         wakeups.turn_appended(tenant("u1"), format!("s{i}"), 1);
     }
@@ -196,7 +277,7 @@ async fn a_stalled_broker_never_blocks_appends_or_close() {
     let bus: Arc<dyn EventBus> = Arc::new(AmqpBus::connect(settings).await.expect("connect through the relay"));
     relay.freeze();
 
-    let wakeups = Wakeups::start(bus, Duration::from_millis(300));
+    let wakeups = Wakeups::start(bus, Duration::from_millis(300), INTERVAL);
     let started = Instant::now();
     for i in 0..1_000 {
         wakeups.turn_appended(tenant("u1"), format!("s{}", i % 50), i);
