@@ -29,8 +29,9 @@ pub struct AppState {
 /// How long a wake-up publish waits for the broker's confirm. The turns are already committed;
 /// a late or failed publish only delays their processing until the next sweep.
 const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-/// How often at most a round of wake-ups goes out: at most 50 events a second however many
-/// requests come, each one a little later than it could be (the index lag target is 1 s).
+/// How often at most a round of wake-ups goes out: about 50 events a second however many
+/// requests come (more only past 500 sessions a round), each at most this much later than it
+/// could be (the index lag target is 1 s).
 const WAKEUP_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl AppState {

@@ -8,6 +8,7 @@ use integration_tests::app::{tenant, Mode, Options, TestApp};
 use integration_tests::browser::{self, text_of};
 use integration_tests::fake_openai::FakeOpenAi;
 use serde_json::{json, Value};
+use shared::bus::WorkerKind;
 use shared::memory::schedule::Trigger;
 
 /// Written into every turn: the page must never show it.
@@ -31,9 +32,9 @@ fn row<'a>(state: &'a Value, list: &str, key: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {list} row {name}: {state}"))
 }
 
-/// Two appends wait in the index and extract queues (no in-process worker takes them), and a
-/// real extraction batch fails on a malformed LLM answer: the state shows both, without any
-/// content, tenant or session, and so does the page once Chromium ran its script.
+/// An append's wake-up waits in the index and extract queues (no in-process worker takes it),
+/// and a real extraction batch fails on a malformed LLM answer: the state shows both, without
+/// any content, tenant or session, and so does the page once Chromium ran its script.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_page_in_chromium_shows_queue_depth_and_recent_failure() {
     let llm = FakeOpenAi::start(8).await;
@@ -52,9 +53,22 @@ async fn ops_page_in_chromium_shows_queue_depth_and_recent_failure() {
     )
     .await;
     let t = tenant();
-    for text in ["I am the on-call DBA", "I prefer short answers"] {
-        let turn = json!([{ "role": "user", "content": format!("{text} {CONTENT_MARKER}") }]);
-        app.append_ok(&t, SESSION, turn).await;
+    // One append, so one wake-up: two appends could share a round's event or not.
+    let turns: Vec<Value> = ["I am the on-call DBA", "I prefer short answers"]
+        .iter()
+        .map(|text| json!({ "role": "user", "content": format!("{text} {CONTENT_MARKER}") }))
+        .collect();
+    app.append_ok(&t, SESSION, Value::Array(turns)).await;
+    // The wake-up is published after the append answered.
+    let published = Instant::now();
+    for kind in [WorkerKind::Index, WorkerKind::Extract] {
+        while app.backends.bus.depth(kind).await.expect("depth") != Some(1) {
+            assert!(
+                published.elapsed() < Duration::from_secs(10),
+                "no wake-up in the {kind:?} queue"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     // The batch runs as the extract worker runs it; its failure is recorded by the pipeline.
     let scheduler = app
@@ -68,7 +82,7 @@ async fn ops_page_in_chromium_shows_queue_depth_and_recent_failure() {
     assert_eq!(state["deployment"], "embedded");
     for queue in ["index", "extract"] {
         let q = row(&state, "queues", "queue", queue);
-        assert_eq!((q["ready"].as_u64(), q["parked"].as_u64()), (Some(2), Some(0)), "{q}");
+        assert_eq!((q["ready"].as_u64(), q["parked"].as_u64()), (Some(1), Some(0)), "{q}");
     }
     assert_eq!(row(&state, "lag", "consumer", "extract")["turns"], 2);
     assert_eq!(row(&state, "lag", "consumer", "index")["sessions"], 1);
@@ -105,8 +119,8 @@ async fn ops_page_in_chromium_shows_queue_depth_and_recent_failure() {
         dom.contains("data-state=\"ready\""),
         "the page did not render its state:\n{dom}"
     );
-    assert_eq!(text_of(&dom, "queue-index-ready").as_deref(), Some("2"), "{dom}");
-    assert_eq!(text_of(&dom, "queue-extract-ready").as_deref(), Some("2"), "{dom}");
+    assert_eq!(text_of(&dom, "queue-index-ready").as_deref(), Some("1"), "{dom}");
+    assert_eq!(text_of(&dom, "queue-extract-ready").as_deref(), Some("1"), "{dom}");
     assert_eq!(text_of(&dom, "lag-extract-turns").as_deref(), Some("2"), "{dom}");
     assert!(
         dom.contains("class=\"failure\"") && dom.contains("not valid JSON") && dom.contains("malformed"),
