@@ -182,34 +182,31 @@ impl Inner {
         futures::stream::iter(events)
             .for_each_concurrent(CONCURRENCY, |sessions| async move {
                 let span = sessions[0].1.span.clone();
-                let event = Event::TurnsAppended {
-                    sessions: sessions
-                        .into_iter()
-                        .map(|((tenant, session_id), waiting)| Appended {
-                            tenant,
-                            session_id,
-                            last_seq: waiting.last_seq,
-                        })
-                        .collect(),
-                };
-                self.publish(&event).instrument(span).await;
+                let sessions = sessions
+                    .into_iter()
+                    .map(|((tenant, session_id), waiting)| Appended {
+                        tenant,
+                        session_id,
+                        last_seq: waiting.last_seq,
+                    })
+                    .collect();
+                self.publish(sessions).instrument(span).await;
             })
             .await;
     }
 
-    async fn publish(&self, event: &Event) {
-        let Event::TurnsAppended { sessions } = event else {
-            return;
-        };
-        let result = match tokio::time::timeout(self.timeout, self.bus.publish(event)).await {
+    async fn publish(&self, sessions: Vec<Appended>) {
+        let count = sessions.len();
+        let event = Event::TurnsAppended { sessions };
+        let result = match tokio::time::timeout(self.timeout, self.bus.publish(&event)).await {
             Ok(Ok(())) => "ok",
             Ok(Err(e)) => {
-                tracing::warn!(sessions = sessions.len(), error = %error_chain(&e), "failed to publish turns.appended; the sweep will index its sessions");
+                tracing::warn!(sessions = count, error = %error_chain(&e), "failed to publish turns.appended; the sweep will index its sessions");
                 "error"
             }
             Err(_) => {
                 tracing::warn!(
-                    sessions = sessions.len(),
+                    sessions = count,
                     "publishing turns.appended timed out; the sweep will index its sessions"
                 );
                 "timeout"
@@ -217,6 +214,6 @@ impl Inner {
         };
         ::metrics::counter!(metrics::EVENTS_PUBLISHED, "routing_key" => event.routing_key(), "result" => result)
             .increment(1);
-        ::metrics::histogram!(metrics::WAKEUP_SESSIONS).record(sessions.len() as f64);
+        ::metrics::histogram!(metrics::WAKEUP_SESSIONS).record(count as f64);
     }
 }

@@ -700,6 +700,15 @@ fn is_busy(error: &rusqlite::Error) -> bool {
 mod tests {
     use super::*;
 
+    /// A connection to a fresh in-memory database with the schema applied.
+    fn in_memory_schema() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        for part in SCHEMA {
+            conn.execute_batch(part).unwrap();
+        }
+        conn
+    }
+
     fn turn(content: &str, client_id: Option<&str>) -> NewTurn {
         NewTurn {
             role: Role::User,
@@ -961,10 +970,7 @@ mod tests {
     /// cheap; see `schema.sql`), never by scanning the table.
     #[test]
     fn reads_of_turns_search_an_index() {
-        let conn = Connection::open_in_memory().unwrap();
-        for part in SCHEMA {
-            conn.execute_batch(part).unwrap();
-        }
+        let conn = in_memory_schema();
         for query in [
             sql::STORED_CLIENT_IDS,
             sql::LIST_TURNS,
@@ -1029,10 +1035,7 @@ mod tests {
 
     #[test]
     fn schema_refuses_nul_in_content() {
-        let conn = Connection::open_in_memory().unwrap();
-        for part in SCHEMA {
-            conn.execute_batch(part).unwrap();
-        }
+        let conn = in_memory_schema();
         conn.execute(
             "INSERT INTO sessions (session_id, team_id, agent_id, user_id, created_at, updated_at) \
              VALUES ('s', 't', 'a', 'u', 0, 0)",

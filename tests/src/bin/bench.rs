@@ -36,6 +36,7 @@ use integration_tests::fake_openai::FakeOpenAi;
 use integration_tests::stats::percentile;
 use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
+use shared::bus::TURN_APPENDED;
 use shared::metrics::{
     EVENTS_PUBLISHED, HTTP_LATENCY, INDEX_DELAY, INDEX_FLUSH_SECONDS, INDEX_OPTIMIZING, INDEX_ROUND_SESSIONS,
     INDEX_UPDATE_SECONDS, INDEX_WRITE_POINTS, STORE_GROUP_COMMIT_APPENDS,
@@ -205,7 +206,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
         ),
         _ => String::new(),
     };
-    // One wake-up per session and publish round: under load, fewer messages than requests.
+    // One wake-up event per publish round, however many requests the round covered.
     let published = counter(app, EVENTS_PUBLISHED, &PUBLISHED_OK).await - published_before;
     let ingested = format!(
         "{:?} ingest clients={clients:>2} batch={BATCH} {}: requests={} {} turns/s={:.0} (server p50={:.2}ms p99={:.2}ms{grouped}; events/s={:.0}; cpu {})",
@@ -249,22 +250,28 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
 }
 
 const APPEND_ROUTE: [(&str, &str); 2] = [("method", "POST"), ("route", "/v1/sessions/{session_id}/messages")];
-const PUBLISHED_OK: [(&str, &str); 2] = [("routing_key", "turn.appended"), ("result", "ok")];
+const PUBLISHED_OK: [(&str, &str); 2] = [("routing_key", TURN_APPENDED), ("result", "ok")];
 
 /// The sum of counter `name` over its series with these label values, from the API's
 /// `/metrics`; 0 before any series exists.
 async fn counter(app: &TestApp, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    let matches = with_labels(labels);
     metrics_text(app)
         .await
         .lines()
         .filter_map(|line| line.strip_prefix(name))
         .filter_map(|rest| {
             let (series, value) = rest.rsplit_once(' ')?;
-            wanted.iter().all(|w| series.contains(w.as_str())).then_some(value)
+            matches(series).then_some(value)
         })
         .filter_map(|value| value.trim().parse::<f64>().ok())
         .sum()
+}
+
+/// Tells whether a series' label text carries each of these label values.
+fn with_labels(labels: &[(&str, &str)]) -> impl Fn(&str) -> bool {
+    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    move |series| wanted.iter().all(|w| series.contains(w.as_str()))
 }
 
 /// `after - before`, bucket by bucket.
@@ -287,14 +294,14 @@ async fn buckets(app: &TestApp, name: &str) -> Vec<(f64, f64)> {
 /// [`buckets`] of the series of `name` with these label values.
 async fn buckets_where(app: &TestApp, name: &str, labels: &[(&str, &str)]) -> Vec<(f64, f64)> {
     let prefix = format!("{name}_bucket{{");
-    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    let matches = with_labels(labels);
     let body = metrics_text(app).await;
     let mut buckets: Vec<(f64, f64)> = body
         .lines()
         .filter_map(|line| line.strip_prefix(prefix.as_str()))
         .filter_map(|rest| {
             let (series, count) = rest.rsplit_once("} ")?;
-            if !wanted.iter().all(|w| series.contains(w.as_str())) {
+            if !matches(series) {
                 return None;
             }
             let le = series.split("le=\"").nth(1)?.strip_suffix('"')?;

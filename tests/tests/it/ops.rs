@@ -8,6 +8,7 @@ use integration_tests::app::{tenant, Mode, Options, TestApp};
 use integration_tests::browser::{self, text_of};
 use integration_tests::fake_openai::FakeOpenAi;
 use serde_json::{json, Value};
+use shared::bus::testsuite::eventually;
 use shared::bus::WorkerKind;
 use shared::memory::schedule::Trigger;
 
@@ -60,15 +61,11 @@ async fn ops_page_in_chromium_shows_queue_depth_and_recent_failure() {
         .collect();
     app.append_ok(&t, SESSION, Value::Array(turns)).await;
     // The wake-up is published after the append answered.
-    let published = Instant::now();
     for kind in [WorkerKind::Index, WorkerKind::Extract] {
-        while app.backends.bus.depth(kind).await.expect("depth") != Some(1) {
-            assert!(
-                published.elapsed() < Duration::from_secs(10),
-                "no wake-up in the {kind:?} queue"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually(&format!("the wake-up in the {kind:?} queue"), || async {
+            app.backends.bus.depth(kind).await.expect("depth") == Some(1)
+        })
+        .await;
     }
     // The batch runs as the extract worker runs it; its failure is recorded by the pipeline.
     let scheduler = app
