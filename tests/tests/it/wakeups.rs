@@ -19,6 +19,11 @@ use shared::domain::Tenant;
 /// Short enough to keep the tests fast; the interval test sets its own.
 const INTERVAL: Duration = Duration::from_millis(10);
 
+/// The in-process bus the `local_*` cases run on.
+fn local_bus() -> Arc<dyn EventBus> {
+    Arc::new(LocalBus::new(3, Duration::from_millis(150)))
+}
+
 fn tenant(user: &str) -> Tenant {
     Tenant {
         team: "team-w".into(),
@@ -126,7 +131,7 @@ async fn amqp_coalesces_into_one_event_and_drains_on_close() {
 
 #[tokio::test]
 async fn local_coalesces_into_one_event_and_drains_on_close() {
-    coalesces_into_one_event_and_drains_on_close(Arc::new(LocalBus::new(3, Duration::from_millis(150)))).await;
+    coalesces_into_one_event_and_drains_on_close(local_bus()).await;
 }
 
 #[tokio::test]
@@ -138,14 +143,14 @@ async fn amqp_splits_a_large_round() {
 
 #[tokio::test]
 async fn local_splits_a_large_round() {
-    splits_a_large_round(Arc::new(LocalBus::new(3, Duration::from_millis(150)))).await;
+    splits_a_large_round(local_bus()).await;
 }
 
 /// After a round, the next waits out the interval: appends made meanwhile, to any session,
 /// share its one event. The first append after a quiet spell goes out at once.
 #[tokio::test]
 async fn appends_during_the_interval_share_the_next_event() {
-    let bus: Arc<dyn EventBus> = Arc::new(LocalBus::new(3, Duration::from_millis(150)));
+    let bus = local_bus();
     let mut sub = bus.subscribe(WorkerKind::Index, 10).await.expect("subscribe");
     let interval = Duration::from_secs(1);
     let wakeups = Wakeups::start(Arc::clone(&bus), Duration::from_secs(2), interval);
@@ -190,14 +195,14 @@ async fn amqp_keeps_publishing_after_a_round() {
 
 #[tokio::test]
 async fn local_keeps_publishing_after_a_round() {
-    keeps_publishing_after_a_round(Arc::new(LocalBus::new(3, Duration::from_millis(150)))).await;
+    keeps_publishing_after_a_round(local_bus()).await;
 }
 
 /// Past `MAX_PENDING` waiting sessions a new one is dropped (the sweep finds its turns), while
 /// a session already waiting still coalesces.
 #[tokio::test]
 async fn waiting_sessions_are_bounded() {
-    let bus: Arc<dyn EventBus> = Arc::new(LocalBus::new(3, Duration::from_millis(150)));
+    let bus = local_bus();
     let wakeups = Wakeups::start(bus, Duration::from_secs(2), INTERVAL);
     for i in 0..MAX_PENDING + 10 {
         wakeups.turn_appended(tenant("u1"), format!("s{i}"), 1);
