@@ -38,8 +38,8 @@ use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
 use shared::bus::TURN_APPENDED;
 use shared::metrics::{
-    EVENTS_PUBLISHED, HTTP_LATENCY, INDEX_DELAY, INDEX_FLUSH_SECONDS, INDEX_OPTIMIZING, INDEX_ROUND_SESSIONS,
-    INDEX_UPDATE_SECONDS, INDEX_WRITE_POINTS, STORE_GROUP_COMMIT_APPENDS,
+    EVENTS_PUBLISHED, HTTP_LATENCY, INDEX_DELAY, INDEX_FLUSH_SECONDS, INDEX_OPTIMIZER_SECONDS, INDEX_OPTIMIZING,
+    INDEX_ROUND_SESSIONS, INDEX_SEGMENTS, INDEX_UPDATE_SECONDS, INDEX_WRITE_POINTS, STORE_GROUP_COMMIT_APPENDS,
 };
 use shared::store::INDEX_CONSUMER;
 
@@ -109,6 +109,8 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let writes_before = buckets(app, INDEX_WRITE_POINTS).await;
     let rounds_before = buckets(app, INDEX_ROUND_SESSIONS).await;
     let updates_before = buckets(app, INDEX_UPDATE_SECONDS).await;
+    let optimizer_before = buckets(app, INDEX_OPTIMIZER_SECONDS).await;
+    let optimizer_seconds_before = counter(app, OPTIMIZER_SECONDS_SUM, &[]).await;
     let groups_before = buckets(app, STORE_GROUP_COMMIT_APPENDS).await;
     let published_before = counter(app, EVENTS_PUBLISHED, &PUBLISHED_OK).await;
     let cpu_before = cpu::Sample::now();
@@ -233,8 +235,12 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let writes = since(buckets(app, INDEX_WRITE_POINTS).await, &writes_before);
     let rounds = since(buckets(app, INDEX_ROUND_SESSIONS).await, &rounds_before);
     let updates = since(buckets(app, INDEX_UPDATE_SECONDS).await, &updates_before);
+    let optimizer = since(buckets(app, INDEX_OPTIMIZER_SECONDS).await, &optimizer_before);
+    let optimizer_seconds = counter(app, OPTIMIZER_SECONDS_SUM, &[]).await - optimizer_seconds_before;
+    let segments = counter(app, INDEX_SEGMENTS, &[]).await;
+    let running = counter(app, INDEX_OPTIMIZING, &[]).await > 0.0;
     println!(
-        "{ingested} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s; edge update p50={:.1}ms p99={:.1}ms, flush p50={:.1}ms p99={:.1}ms n={}, points per write p50={:.0}; sessions per index batch p50={:.0} n={}",
+        "{ingested} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s; edge update p50={:.1}ms p99={:.1}ms, flush p50={:.1}ms p99={:.1}ms n={}, points per write p50={:.0}; sessions per index batch p50={:.0} n={}; optimizer runs finished={} in {optimizer_seconds:.1}s, running at end={running}, segments after the last run={segments}",
         catch_up.as_secs_f64(),
         histogram_quantile(&delays, 0.50),
         histogram_quantile(&delays, 0.99),
@@ -246,10 +252,13 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
         histogram_quantile(&writes, 0.50),
         histogram_quantile(&rounds, 0.50),
         rounds.last().map_or(0.0, |(_, n)| *n),
+        optimizer.last().map_or(0.0, |(_, n)| *n),
     );
 }
 
 const APPEND_ROUTE: [(&str, &str); 2] = [("method", "POST"), ("route", "/v1/sessions/{session_id}/messages")];
+/// The running total of the optimizer's run time, the `_sum` series of its histogram.
+const OPTIMIZER_SECONDS_SUM: &str = "sediment_index_optimizer_seconds_sum";
 const PUBLISHED_OK: [(&str, &str); 2] = [("routing_key", TURN_APPENDED), ("result", "ok")];
 
 /// The sum of counter `name` over its series with these label values, from the API's
