@@ -21,7 +21,9 @@ use uuid::Uuid;
 use crate::domain::Tenant;
 
 pub use bm25::{Bm25, SparseVector, TEXT_VERSION};
-pub use edge::{index_build_threads, EdgeIndex, DEFAULT_BACKGROUND_NICE, DEFAULT_MAX_SEGMENT_KB};
+pub use edge::{
+    index_build_threads, EdgeIndex, DEFAULT_BACKGROUND_NICE, DEFAULT_MAX_SEGMENT_KB, KEYWORD_MAX_SEGMENT_KB,
+};
 pub use qdrant::QdrantIndex;
 
 /// Name of the BM25 sparse vector, in an edge shard and in a server collection alike.

@@ -272,6 +272,44 @@ async fn edge_adopts_the_current_optimizer_settings_on_open() {
     assert_all_searchable(&index, &tenant, &points).await;
 }
 
+/// A keyword-only shard caps its segments lower than one with dense vectors, whose vectors
+/// are five times the size (see `KEYWORD_MAX_SEGMENT_KB`), and a keyword-only process that
+/// opens a shard with dense vectors leaves that shard's cap alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_caps_keyword_only_segments_by_what_the_shard_holds() {
+    let max_segment = |dir: &tempfile::TempDir| -> serde_json::Value {
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("edge_config.json")).unwrap()).unwrap();
+        config["optimizers"]["max_segment_size"].clone()
+    };
+    let tenant = unique_tenant();
+    let points = bulk_points(&tenant, 50);
+
+    let keyword = tempfile::tempdir().unwrap();
+    let index = EdgeIndex::open(keyword.path(), OPTIMIZE_EVERY, None).unwrap();
+    index.upsert(&points).await.unwrap();
+    drop(index);
+    assert_eq!(max_segment(&keyword), shared::index::KEYWORD_MAX_SEGMENT_KB);
+    // An older version capped keyword-only shards like the others: reopening lowers the cap.
+    let index = EdgeIndex::open_with_small_segments(keyword.path(), OPTIMIZE_EVERY, None).unwrap();
+    drop(index);
+    assert_eq!(max_segment(&keyword), 400);
+    let index = EdgeIndex::open(keyword.path(), OPTIMIZE_EVERY, None).unwrap();
+    assert_eq!(max_segment(&keyword), shared::index::KEYWORD_MAX_SEGMENT_KB);
+    assert_all_searchable(&index, &tenant, &points).await;
+    drop(index);
+
+    let dense = tempfile::tempdir().unwrap();
+    drop(open(&dense));
+    assert_eq!(max_segment(&dense), shared::index::DEFAULT_MAX_SEGMENT_KB);
+    let index = EdgeIndex::open(dense.path(), OPTIMIZE_EVERY, None).unwrap();
+    assert!(
+        !index.created(),
+        "a keyword-only process reads a shard with dense vectors"
+    );
+    assert_eq!(max_segment(&dense), shared::index::DEFAULT_MAX_SEGMENT_KB);
+}
+
 /// Concurrent upserts are combined into fewer edge updates, and every writer's points land.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_combines_concurrent_upserts() {
