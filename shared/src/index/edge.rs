@@ -111,7 +111,7 @@ pub const DEFAULT_MAX_SEGMENT_KB: usize = 32 * 1024;
 
 /// The same for a keyword-only shard. Edge measures a segment by its largest vector, and a
 /// BM25 vector takes a few hundred bytes where a 384-dim dense one takes 1.5 KB, so at the
-/// dense cap a keyword-only segment would hold five times the points. Edge merges the small
+/// dense cap a keyword-only segment would hold several times the points. Edge merges the small
 /// segments each optimizer run makes into the smallest others, until the sum reaches the cap:
 /// the larger the cap, the more often each point is rewritten, and under sustained ingest
 /// the optimizer fell ever further behind. Measured with `bench embedded mixed` over 60 s at

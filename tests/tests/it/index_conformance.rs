@@ -273,7 +273,7 @@ async fn edge_adopts_the_current_optimizer_settings_on_open() {
 }
 
 /// A keyword-only shard caps its segments lower than one with dense vectors, whose vectors
-/// are five times the size (see `KEYWORD_MAX_SEGMENT_KB`), and a keyword-only process that
+/// are several times the size (see `KEYWORD_MAX_SEGMENT_KB`), and a keyword-only process that
 /// opens a shard with dense vectors leaves that shard's cap alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_caps_keyword_only_segments_by_what_the_shard_holds() {
@@ -290,7 +290,8 @@ async fn edge_caps_keyword_only_segments_by_what_the_shard_holds() {
     index.upsert(&points).await.unwrap();
     drop(index);
     assert_eq!(max_segment(&keyword), shared::index::KEYWORD_MAX_SEGMENT_KB);
-    // An older version capped keyword-only shards like the others: reopening lowers the cap.
+    // A shard saved with another cap (an older version's 32 MB; here the test one) takes
+    // this version's on open.
     let index = EdgeIndex::open_with_small_segments(keyword.path(), OPTIMIZE_EVERY, None).unwrap();
     drop(index);
     assert_eq!(max_segment(&keyword), 400);
