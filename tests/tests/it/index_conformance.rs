@@ -235,6 +235,11 @@ async fn edge_optimizes_in_the_background_and_loses_nothing() {
     assert_all_searchable(&index, &tenant, &points).await;
 }
 
+/// The config edge saved with the shard in `dir`, optimizer settings included.
+fn saved_config(dir: &tempfile::TempDir) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.path().join("edge_config.json")).unwrap()).unwrap()
+}
+
 /// A shard made with other optimizer settings (an older version's, here the small test ones)
 /// takes this version's on open: the segment cap and the HNSW build threads, kept in its
 /// config file. Its points stay searchable, and the next optimizer run follows the new cap.
@@ -246,9 +251,7 @@ async fn edge_adopts_the_current_optimizer_settings_on_open() {
     let index = open_small(&dir);
     index.upsert(&points).await.unwrap();
     drop(index);
-    let config = || -> serde_json::Value {
-        serde_json::from_slice(&std::fs::read(dir.path().join("edge_config.json")).unwrap()).unwrap()
-    };
+    let config = || saved_config(&dir);
     assert_eq!(config()["optimizers"]["max_segment_size"], 400, "{}", config());
 
     let index = open(&dir);
@@ -277,11 +280,7 @@ async fn edge_adopts_the_current_optimizer_settings_on_open() {
 /// opens a shard with dense vectors leaves that shard's cap alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_caps_keyword_only_segments_by_what_the_shard_holds() {
-    let max_segment = |dir: &tempfile::TempDir| -> serde_json::Value {
-        let config: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.path().join("edge_config.json")).unwrap()).unwrap();
-        config["optimizers"]["max_segment_size"].clone()
-    };
+    let max_segment = |dir: &tempfile::TempDir| saved_config(dir)["optimizers"]["max_segment_size"].clone();
     let tenant = unique_tenant();
     let points = bulk_points(&tenant, 50);
 
