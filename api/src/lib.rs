@@ -86,7 +86,8 @@ pub async fn start(
             backends.index.clone(),
             backends.embedder.clone(),
             settings.worker.batch_size,
-        );
+        )
+        .with_sync_interval(settings.worker.index_sync_interval);
         workers.push(spawn_worker(
             &backends,
             Arc::new(IndexHandler(indexer)),

@@ -64,6 +64,8 @@ pub struct WorkerSettings {
     pub prefetch: u16,
     /// Most turns of one session the index worker indexes per round.
     pub batch_size: u32,
+    /// Least time between two syncs of the index worker's unsynced writes (Qdrant Edge).
+    pub index_sync_interval: Duration,
     /// How often the backlog sweep runs.
     pub sweep_interval: Duration,
     /// Where a worker binary serves /healthz, /readyz and /metrics.
@@ -610,6 +612,11 @@ impl Settings {
             worker: WorkerSettings {
                 prefetch: positive(vars, "WORKER_PREFETCH", 32)?,
                 batch_size: positive(vars, "WORKER_BATCH_SIZE", 1_000)?,
+                index_sync_interval: millis(
+                    vars,
+                    "INDEX_SYNC_INTERVAL_MS",
+                    crate::indexer::DEFAULT_SYNC_INTERVAL.as_millis() as u64,
+                )?,
                 sweep_interval: millis(vars, "WORKER_SWEEP_INTERVAL_MS", 30_000)?,
                 health_listen: parse(
                     vars,

@@ -30,6 +30,9 @@ pub const INDEX_LAG_TURNS: &str = "sediment_index_lag_turns";
 pub const INDEX_LAG_SESSIONS: &str = "sediment_index_lag_sessions";
 /// Sessions indexed together in one batch of an index round (one read, upsert and cursor write).
 pub const INDEX_ROUND_SESSIONS: &str = "sediment_index_round_sessions";
+/// Sessions whose index cursors one sync advanced, having made their turns durable (Qdrant
+/// Edge, where one flush covers the rounds of a sync interval).
+pub const INDEX_SYNC_SESSIONS: &str = "sediment_index_sync_sessions";
 /// Appends committed together in one SQLite transaction, one fsync (embedded deployment).
 pub const STORE_GROUP_COMMIT_APPENDS: &str = "sediment_store_group_commit_appends";
 /// Seconds a WAL checkpoint of the SQLite store took, off the append path (embedded deployment).
@@ -168,6 +171,10 @@ pub fn describe() {
     describe_histogram!(
         INDEX_ROUND_SESSIONS,
         "sessions indexed together in one batch of an index round"
+    );
+    describe_histogram!(
+        INDEX_SYNC_SESSIONS,
+        "sessions whose index cursors one sync advanced after making their turns durable"
     );
     describe_histogram!(
         STORE_GROUP_COMMIT_APPENDS,
@@ -312,6 +319,11 @@ pub fn prometheus() -> metrics_exporter_prometheus::PrometheusHandle {
                 .set_buckets_for_metric(
                     metrics_exporter_prometheus::Matcher::Full(INDEX_ROUND_SESSIONS.to_owned()),
                     &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+                )
+                .expect("static bucket list is not empty")
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(INDEX_SYNC_SESSIONS.to_owned()),
+                    &[1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0],
                 )
                 .expect("static bucket list is not empty")
                 .set_buckets_for_metric(

@@ -194,7 +194,8 @@ impl TestApp {
             self.backends.index.clone(),
             self.backends.embedder.clone(),
             self.settings.worker.batch_size,
-        );
+        )
+        .with_sync_interval(self.settings.worker.index_sync_interval);
         tokio::spawn(run_consumer(
             self.backends.bus.clone(),
             Arc::new(IndexHandler(indexer)),

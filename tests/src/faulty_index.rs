@@ -1,6 +1,6 @@
 //! A [`SearchIndex`] wrapper for failure-path tests: a real index behind switches that make
-//! reads or writes fail as an unreachable server would, delays, and counts of upserts and
-//! upserted points. Everything else goes to the real index unchanged.
+//! reads, writes or syncs fail as an unreachable server would, delays, and counts of upserts,
+//! upserted points and syncs. Everything else goes to the real index unchanged.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,8 +15,12 @@ pub struct FaultyIndex {
     inner: Arc<dyn SearchIndex>,
     reads_down: AtomicBool,
     writes_down: AtomicBool,
+    syncs_down: AtomicBool,
+    syncs: AtomicUsize,
+    syncs_begun: AtomicUsize,
     search_delay: Duration,
     upsert_delay: Duration,
+    sync_delay: Duration,
     upserted: AtomicUsize,
     upserts: AtomicUsize,
     upserts_begun: AtomicUsize,
@@ -29,8 +33,12 @@ impl FaultyIndex {
             inner,
             reads_down: AtomicBool::new(false),
             writes_down: AtomicBool::new(false),
+            syncs_down: AtomicBool::new(false),
+            syncs: AtomicUsize::new(0),
+            syncs_begun: AtomicUsize::new(0),
             search_delay: Duration::ZERO,
             upsert_delay: Duration::ZERO,
+            sync_delay: Duration::ZERO,
             upserted: AtomicUsize::new(0),
             upserts: AtomicUsize::new(0),
             upserts_begun: AtomicUsize::new(0),
@@ -49,6 +57,12 @@ impl FaultyIndex {
         self
     }
 
+    /// Every sync waits `delay` first.
+    pub fn with_sync_delay(mut self, delay: Duration) -> Self {
+        self.sync_delay = delay;
+        self
+    }
+
     /// While down, searches fail with `Unavailable`.
     pub fn set_reads_down(&self, down: bool) {
         self.reads_down.store(down, Ordering::SeqCst);
@@ -57,6 +71,22 @@ impl FaultyIndex {
     /// While down, upserts and deletes fail with `Unavailable`.
     pub fn set_writes_down(&self, down: bool) {
         self.writes_down.store(down, Ordering::SeqCst);
+    }
+
+    /// While down, `sync` fails with `Unavailable` (writes still succeed, unsynced), as a
+    /// disk that stops taking flushes would.
+    pub fn set_syncs_down(&self, down: bool) {
+        self.syncs_down.store(down, Ordering::SeqCst);
+    }
+
+    /// Syncs that succeeded.
+    pub fn syncs(&self) -> usize {
+        self.syncs.load(Ordering::SeqCst)
+    }
+
+    /// Syncs called, finished or not.
+    pub fn syncs_begun(&self) -> usize {
+        self.syncs_begun.load(Ordering::SeqCst)
     }
 
     /// Points passed to upserts that succeeded.
@@ -75,6 +105,25 @@ impl FaultyIndex {
     }
 }
 
+impl FaultyIndex {
+    /// An upsert, synced or not, through the switches and counts.
+    async fn write(&self, points: &[IndexPoint], synced: bool) -> IndexResult<()> {
+        self.upserts_begun.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.upsert_delay).await;
+        if self.writes_down.load(Ordering::SeqCst) {
+            return Err(refused());
+        }
+        if synced {
+            self.inner.upsert(points).await?;
+        } else {
+            self.inner.upsert_unsynced(points).await?;
+        }
+        self.upserted.fetch_add(points.len(), Ordering::SeqCst);
+        self.upserts.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
 fn refused() -> IndexError {
     IndexError::Unavailable("connection refused".into())
 }
@@ -82,15 +131,23 @@ fn refused() -> IndexError {
 #[async_trait]
 impl SearchIndex for FaultyIndex {
     async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
-        self.upserts_begun.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(self.upsert_delay).await;
-        if self.writes_down.load(Ordering::SeqCst) {
+        self.write(points, true).await
+    }
+    async fn upsert_unsynced(&self, points: &[IndexPoint]) -> IndexResult<()> {
+        self.write(points, false).await
+    }
+    async fn sync(&self) -> IndexResult<()> {
+        self.syncs_begun.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.sync_delay).await;
+        if self.syncs_down.load(Ordering::SeqCst) {
             return Err(refused());
         }
-        self.inner.upsert(points).await?;
-        self.upserted.fetch_add(points.len(), Ordering::SeqCst);
-        self.upserts.fetch_add(1, Ordering::SeqCst);
+        self.inner.sync().await?;
+        self.syncs.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+    fn defers_sync(&self) -> bool {
+        self.inner.defers_sync()
     }
     async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>> {
         tokio::time::sleep(self.search_delay).await;

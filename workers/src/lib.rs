@@ -35,7 +35,8 @@ pub async fn run_index_worker(settings: Settings, shutdown: CancellationToken) -
         backends.index.clone(),
         backends.embedder.clone(),
         settings.worker.batch_size,
-    );
+    )
+    .with_sync_interval(settings.worker.index_sync_interval);
     serve_worker(&settings, backends, Arc::new(IndexHandler(indexer)), shutdown, async {}).await
 }
 

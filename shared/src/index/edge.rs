@@ -39,6 +39,10 @@
 //! `upsert` and `delete` return after `EdgeShard::flush` (WAL and every segment, fsynced).
 //! `update` alone is not enough: it writes the WAL to an unsynced mmap, and `EdgeShard::load` in
 //! 0.7.2 never replays the WAL — after a crash only flushed segment data exists.
+//! `upsert_unsynced` returns after the update, and `sync` flushes once for every write before
+//! it: a flush costs about as much however many writes it covers (fsync and msync of the WAL
+//! and the appendable segment), so the L0 indexer, which keeps its own record of what is
+//! durable, pays for one per sync interval instead of one per round.
 //!
 //! # Optimization
 //! Edge never optimizes by itself. After at least `optimize_every` upserted points, the upsert
@@ -160,10 +164,12 @@ const FLUSH_CONTENDED: &str = "segment holder lock acquired";
 const FLUSH_ATTEMPTS: u32 = 20;
 
 /// Upserts queued by concurrent writers. One of them, the leader, applies everything queued
-/// as one update and one flush, and records each writer's outcome under its ticket.
+/// as one update (and one flush, if any of them waits for durability), and records each
+/// writer's outcome under its ticket.
 #[derive(Default)]
 struct Combiner {
-    queue: Vec<(u64, Vec<qdrant_edge::PointStructPersisted>)>,
+    /// Per writer: its ticket, whether it waits for durability, its points.
+    queue: Vec<(u64, bool, Vec<qdrant_edge::PointStructPersisted>)>,
     next_ticket: u64,
     leading: bool,
     /// Outcomes not yet picked up: `None` for success, else whether it is retryable and why.
@@ -414,6 +420,17 @@ impl EdgeIndex {
             .map_err(|e| IndexError::Backend(Box::new(e)))?
     }
 
+    async fn upsert_with(&self, points: &[IndexPoint], durable: bool) -> IndexResult<()> {
+        if points.is_empty() {
+            return Ok(());
+        }
+        let count = points.len();
+        let points = points.to_vec();
+        self.background(move |inner| inner.upsert(&points, durable)).await?;
+        self.note_upserted(count);
+        Ok(())
+    }
+
     /// Counts upserted points and starts a background optimizer run when due.
     fn note_upserted(&self, points: usize) {
         let inner = &self.inner;
@@ -487,10 +504,8 @@ impl Inner {
         self.shard.as_ref().expect("the shard is only taken out on drop")
     }
 
-    /// Applies one write and makes it durable. Holds the write gate throughout.
-    /// Writers that arrive while a flush runs apply their updates after it, and the next flush
-    /// covers all of them at once.
-    fn write(&self, operation: UpdateOperation) -> IndexResult<()> {
+    /// Applies one write, visible at once, and makes it durable if `durable`.
+    fn write(&self, operation: UpdateOperation, durable: bool) -> IndexResult<()> {
         let mine = {
             let _gate = lock(&self.write_gate);
             let started = Instant::now();
@@ -498,8 +513,18 @@ impl Inner {
             metrics::histogram!(m::INDEX_UPDATE_SECONDS).record(started.elapsed().as_secs_f64());
             self.written.fetch_add(1, Ordering::AcqRel) + 1
         };
+        if durable {
+            self.make_durable(mine)?;
+        }
+        Ok(())
+    }
+
+    /// Makes every write up to number `through` durable, and whatever came after it.
+    /// Writers that arrive while a flush runs apply their updates after it, and the next flush
+    /// covers all of them at once.
+    fn make_durable(&self, through: u64) -> IndexResult<()> {
         let mut flushed = lock(&self.flushed);
-        if *flushed >= mine {
+        if *flushed >= through {
             return Ok(());
         }
         let _gate = lock(&self.write_gate);
@@ -574,7 +599,7 @@ impl Inner {
     /// the others wait for their outcome. Under load (many sessions indexed at once, each with
     /// a few turns) this turns many small writes into few large ones, where the per-write
     /// cost of edge (its update and flush are serialized) would otherwise cap throughput.
-    fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
+    fn upsert(&self, points: &[IndexPoint], durable: bool) -> IndexResult<()> {
         // BM25 and payloads are computed here, by each writer, in parallel.
         let points = points
             .iter()
@@ -583,7 +608,7 @@ impl Inner {
         let mut combiner = lock(&self.combiner);
         let ticket = combiner.next_ticket;
         combiner.next_ticket += 1;
-        combiner.queue.push((ticket, points));
+        combiner.queue.push((ticket, durable, points));
         while combiner.leading {
             combiner = self.combined.wait(combiner).unwrap_or_else(PoisonError::into_inner);
             if let Some(outcome) = combiner.done.remove(&ticket) {
@@ -600,13 +625,17 @@ impl Inner {
             drop(combiner);
             let mut guard = LeaderGuard {
                 inner: self,
-                tickets: batch.iter().map(|(ticket, _)| *ticket).collect(),
+                tickets: batch.iter().map(|(ticket, _, _)| *ticket).collect(),
             };
-            let points: Vec<_> = batch.into_iter().flat_map(|(_, points)| points).collect();
+            let durable = batch.iter().any(|(_, durable, _)| *durable);
+            let points: Vec<_> = batch.into_iter().flat_map(|(_, _, points)| points).collect();
             metrics::histogram!(m::INDEX_WRITE_POINTS).record(points.len() as f64);
-            let result = self.write(UpdateOperation::PointOperation(PointOperations::UpsertPoints(
-                PointInsertOperations::PointsList(points),
-            )));
+            let result = self.write(
+                UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(
+                    points,
+                ))),
+                durable,
+            );
             let outcome = result.err().map(|e| (e.is_retryable(), error_chain(&e)));
             combiner = lock(&self.combiner);
             for ticket in guard.tickets.drain(..) {
@@ -710,14 +739,20 @@ impl Inner {
 #[async_trait]
 impl SearchIndex for EdgeIndex {
     async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()> {
-        if points.is_empty() {
-            return Ok(());
-        }
-        let count = points.len();
-        let points = points.to_vec();
-        self.background(move |inner| inner.upsert(&points)).await?;
-        self.note_upserted(count);
-        Ok(())
+        self.upsert_with(points, true).await
+    }
+
+    async fn upsert_unsynced(&self, points: &[IndexPoint]) -> IndexResult<()> {
+        self.upsert_with(points, false).await
+    }
+
+    async fn sync(&self) -> IndexResult<()> {
+        let through = self.inner.written.load(Ordering::Acquire);
+        self.background(move |inner| inner.make_durable(through)).await
+    }
+
+    fn defers_sync(&self) -> bool {
+        true
     }
 
     async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>> {
@@ -773,7 +808,10 @@ impl SearchIndex for EdgeIndex {
         }
         let ids = ids.iter().copied().map(PointId::Uuid).collect();
         self.background(move |inner| {
-            inner.write(UpdateOperation::PointOperation(PointOperations::DeletePoints { ids }))
+            inner.write(
+                UpdateOperation::PointOperation(PointOperations::DeletePoints { ids }),
+                true,
+            )
         })
         .await
     }

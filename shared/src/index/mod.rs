@@ -355,6 +355,26 @@ pub trait SearchIndex: Send + Sync + 'static {
     /// has no searchable token is stored too. An empty slice is a no-op.
     async fn upsert(&self, points: &[IndexPoint]) -> IndexResult<()>;
 
+    /// `upsert`, but it may return before the points are durable: they are visible to `search`
+    /// and `count` at once, and a later `sync` makes them durable; a crash before that may
+    /// lose them. For a writer that records its progress elsewhere and can make one `sync`
+    /// cover many writes (see `defers_sync`). By default, `upsert`.
+    async fn upsert_unsynced(&self, points: &[IndexPoint]) -> IndexResult<()> {
+        self.upsert(points).await
+    }
+
+    /// Makes every write that returned before this call durable. By default a no-op, for
+    /// backends whose writes are durable on return.
+    async fn sync(&self) -> IndexResult<()> {
+        Ok(())
+    }
+
+    /// Whether `upsert_unsynced` leaves durability to `sync`. Only then is it worth a writer's
+    /// while to hold back the record of its progress until a `sync`.
+    fn defers_sync(&self) -> bool {
+        false
+    }
+
     /// Returns up to `limit` hits within the tenant and kind (and session, if given), best
     /// first, ranked by the query's strategy:
     /// - `Keyword`: BM25 score; an empty or all-stopword text returns no hits.

@@ -41,6 +41,7 @@ pub async fn search_index_suite(index: &dyn SearchIndex) {
     session_filter(index).await;
     kind_filter(index).await;
     upsert_overwrites_by_id(index).await;
+    unsynced_upserts_are_visible_at_once(index).await;
     delete_removes_and_ignores_unknown_ids(index).await;
     count_is_per_tenant(index).await;
     empty_query_returns_nothing(index).await;
@@ -307,6 +308,32 @@ pub async fn upsert_overwrites_by_id(index: &dyn SearchIndex) {
     let stopwords = turn(&tenant, "the and of");
     upsert(index, &[blank, stopwords]).await;
     assert_eq!(count(index, &tenant).await, 3);
+}
+
+/// An unsynced upsert is searchable and counted at once, overwrites by id like `upsert`, and
+/// `sync` (with or without anything to sync) succeeds.
+pub async fn unsynced_upserts_are_visible_at_once(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let first = turn(&tenant, "quarterly forecast draft");
+    index
+        .upsert_unsynced(std::slice::from_ref(&first))
+        .await
+        .expect("upsert_unsynced");
+    assert_eq!(search_ids(index, &query(&tenant, "forecast")).await, vec![first.id]);
+    let again = IndexPoint {
+        text: "quarterly forecast final".to_owned(),
+        ..first.clone()
+    };
+    index
+        .upsert_unsynced(&[again, turn(&tenant, "forecast review")])
+        .await
+        .expect("upsert_unsynced");
+    index.upsert_unsynced(&[]).await.expect("upsert nothing");
+    assert_eq!(count(index, &tenant).await, 2);
+    assert_eq!(search_ids(index, &query(&tenant, "final")).await, vec![first.id]);
+    index.sync().await.expect("sync");
+    index.sync().await.expect("sync with nothing new");
+    assert_eq!(count(index, &tenant).await, 2);
 }
 
 /// Deleted points are gone; unknown ids and repeated deletes are not errors.

@@ -135,14 +135,16 @@ pub trait TranscriptStore: Send + Sync + 'static {
     /// cursor they were read at. Not tenant-scoped: for workers only.
     async fn pending_turns(&self, consumer: &str, session_id: &str, limit: u32) -> StoreResult<(i64, Vec<StoredTurn>)>;
 
-    /// Reads, for each of `session_ids`, up to `limit` turns past `consumer`'s cursor, in one
-    /// query: the index worker reads every session woken in a round at once. Turns come grouped
-    /// by session and in seq order within one, each turn once; a session with nothing pending, or
-    /// unknown, has none. Not tenant-scoped: for workers only.
+    /// Reads, for each `(session, after)`, up to `limit` turns past both `consumer`'s cursor and
+    /// `after`, in one query: the index worker reads every session woken in a round at once,
+    /// and passes as `after` what it has already indexed but not yet recorded in the cursor
+    /// (0 for none). Turns come grouped by session and in seq order within one, each turn
+    /// once; a session listed twice is read past its larger `after`; a session with nothing
+    /// pending, or unknown, has none. Not tenant-scoped: for workers only.
     async fn pending_turns_many(
         &self,
         consumer: &str,
-        session_ids: &[String],
+        sessions: &[(String, i64)],
         limit: u32,
     ) -> StoreResult<Vec<StoredTurn>>;
 

@@ -447,20 +447,21 @@ impl TranscriptStore for PostgresStore {
         Ok((get(first, "cursor_seq")?, optional_turns(&rows)?))
     }
 
-    #[instrument(skip_all, fields(consumer = consumer, sessions = session_ids.len(), limit = limit))]
+    #[instrument(skip_all, fields(consumer = consumer, sessions = sessions.len(), limit = limit))]
     async fn pending_turns_many(
         &self,
         consumer: &str,
-        session_ids: &[String],
+        sessions: &[(String, i64)],
         limit: u32,
     ) -> StoreResult<Vec<StoredTurn>> {
-        if session_ids.is_empty() {
+        if sessions.is_empty() {
             return Ok(Vec::new());
         }
+        let (session_ids, after): (Vec<&str>, Vec<i64>) = sessions.iter().map(|(s, a)| (s.as_str(), *a)).unzip();
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql::PENDING_TURNS_MANY).await.map_err(pg_error)?;
         let rows = client
-            .query(&stmt, &[&consumer, &session_ids, &i64::from(limit)])
+            .query(&stmt, &[&consumer, &session_ids, &i64::from(limit), &after])
             .await
             .map_err(pg_error)?;
         rows.iter().map(stored_turn).collect()

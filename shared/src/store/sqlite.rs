@@ -23,7 +23,7 @@
 //! The connection syncs nothing but those commits: it never checkpoints the WAL (a thread with
 //! a connection of its own does, see `checkpoint`), and cursor advances commit unsynced.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -368,27 +368,30 @@ impl TranscriptStore for SqliteStore {
     async fn pending_turns(&self, consumer: &str, session_id: &str, limit: u32) -> StoreResult<(i64, Vec<StoredTurn>)> {
         let consumer = consumer.to_owned();
         let session_id = session_id.to_owned();
-        self.run(move |conn| pending_of(&conn.transaction()?, &consumer, &session_id, limit))
+        self.run(move |conn| pending_of(&conn.transaction()?, &consumer, &session_id, 0, limit))
             .await
     }
 
-    #[instrument(skip_all, fields(consumer = consumer, sessions = session_ids.len(), limit = limit))]
+    #[instrument(skip_all, fields(consumer = consumer, sessions = sessions.len(), limit = limit))]
     async fn pending_turns_many(
         &self,
         consumer: &str,
-        session_ids: &[String],
+        sessions: &[(String, i64)],
         limit: u32,
     ) -> StoreResult<Vec<StoredTurn>> {
         let consumer = consumer.to_owned();
-        let mut session_ids = session_ids.to_vec();
-        // Grouped in session order, as on Postgres.
-        session_ids.sort_unstable();
-        session_ids.dedup();
+        // Grouped in session order, as on Postgres; a session listed twice reads past its
+        // larger `after`.
+        let mut floors: BTreeMap<String, i64> = BTreeMap::new();
+        for (session_id, after) in sessions {
+            let floor = floors.entry(session_id.clone()).or_insert(*after);
+            *floor = (*floor).max(*after);
+        }
         self.run(move |conn| {
             let tx = conn.transaction()?;
             let mut turns = Vec::new();
-            for session_id in &session_ids {
-                turns.extend(pending_of(&tx, &consumer, session_id, limit)?.1);
+            for (session_id, after) in &floors {
+                turns.extend(pending_of(&tx, &consumer, session_id, *after, limit)?.1);
             }
             Ok(turns)
         })
@@ -621,12 +624,13 @@ fn tenant_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Tenant> {
     })
 }
 
-/// A session's cursor for `consumer` and up to `limit` turns past it, read in `tx` so that both
-/// are of one moment.
+/// A session's cursor for `consumer` and up to `limit` turns past both it and `after`, read in
+/// `tx` so that both are of one moment.
 fn pending_of(
     tx: &rusqlite::Transaction<'_>,
     consumer: &str,
     session_id: &str,
+    after: i64,
     limit: u32,
 ) -> Outcome<(i64, Vec<StoredTurn>)> {
     let cursor: i64 = tx
@@ -635,7 +639,7 @@ fn pending_of(
         .optional()?
         .unwrap_or(0);
     let mut stmt = tx.prepare_cached(sql::PENDING_TURNS)?;
-    let rows = stmt.query(params![session_id, cursor, i64::from(limit)])?;
+    let rows = stmt.query(params![session_id, cursor.max(after), i64::from(limit)])?;
     Ok((cursor, stored_turns(rows)?))
 }
 

@@ -500,8 +500,9 @@ pub async fn cursors_track_pending_turns(store: &dyn TranscriptStore) {
     );
 }
 
-/// `pending_turns_many` reads several sessions at once, each from its own cursor and up to the
-/// limit each; `advance_cursors` moves several cursors in one write, never back.
+/// `pending_turns_many` reads several sessions at once, each from its own cursor (or past the
+/// caller's floor, when that is further) and up to the limit each; `advance_cursors` moves
+/// several cursors in one write, never back.
 pub async fn cursors_of_many_sessions_move_together(store: &dyn TranscriptStore) {
     let consumer = unique("consumer");
     let (t, other_tenant) = (tenant(), tenant());
@@ -516,9 +517,10 @@ pub async fn cursors_of_many_sessions_move_together(store: &dyn TranscriptStore)
         .expect("append");
     store.append(&t, &c, &[turn("c1")]).await.expect("append");
     store.append(&t, &idle, &[]).await.expect("claim an empty session");
-    let ids = |sessions: &[&SessionId]| sessions.iter().map(|s| s.as_str().to_owned()).collect::<Vec<_>>();
+    // Sessions to read with no floor of the caller's.
+    let ids = |sessions: &[&SessionId]| sessions.iter().map(|s| (s.as_str().to_owned(), 0)).collect::<Vec<_>>();
     // (session, seq) of each turn read, in the order the store gave them.
-    let read = |sessions: Vec<String>, limit: u32| {
+    let read = |sessions: Vec<(String, i64)>, limit: u32| {
         let consumer = consumer.clone();
         async move {
             let turns = store
@@ -572,6 +574,16 @@ pub async fn cursors_of_many_sessions_move_together(store: &dyn TranscriptStore)
         grouped(read(ids(&[&a, &b, &c]), 100).await),
         grouped(vec![(sa.clone(), 3), (sc.clone(), 1)]),
         "each listed cursor moved; a session listed twice took its larger seq"
+    );
+    assert_eq!(
+        grouped(read(vec![(sa.clone(), 1), (sc.clone(), 1)], 100).await),
+        vec![(sa.clone(), 3)],
+        "a floor past the cursor skips what lies below it; one behind the cursor changes nothing"
+    );
+    assert_eq!(
+        read(vec![(sa.clone(), 0), (sa.clone(), 3), (sb.clone(), 0)], 100).await,
+        Vec::new(),
+        "a session listed twice reads past its larger floor"
     );
     store
         .advance_cursors(&consumer, &[(sa.clone(), 1), (sc.clone(), 1)])

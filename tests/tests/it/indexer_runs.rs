@@ -1,7 +1,10 @@
 //! The index worker's rounds: wake-ups that arrive while a round runs are indexed together in
 //! the next, each turn once; a call returns once its turns are indexed; a failed round fails
-//! every call in it, and a cancelled one is run again by a caller waiting on it. Real SQLite
-//! store and Qdrant Edge index; the index is wrapped only to count, slow or fail writes.
+//! every call in it, and a cancelled one is run again by a caller waiting on it. Its syncs:
+//! rounds write unsynced and share one sync, which alone moves their cursors; a failed or
+//! cancelled sync leaves them for the next, and a crash before it for the next process. Real
+//! SQLite store and Qdrant Edge index; the index is wrapped only to count, slow or fail writes
+//! and syncs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -247,6 +250,197 @@ async fn a_cancelled_round_frees_the_indexer() {
     assert_eq!(slow.upserted(), 5, "the cancelled round wrote nothing");
     assert_eq!(indexer.index_session("first").await.unwrap(), 5);
     assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
+}
+
+/// A keyword query for the turns of one session.
+fn keyword(t: &Tenant, session: &str) -> IndexQuery {
+    IndexQuery {
+        tenant: t.clone(),
+        kind: PointKind::Turn,
+        session_id: Some(session.to_owned()),
+        text: "replicas".to_owned(),
+        tags: Vec::new(),
+        dense: None,
+        strategy: Strategy::Keyword,
+        fusion: Fusion::default(),
+        limit: 100,
+    }
+}
+
+/// Over Qdrant Edge, rounds write unsynced and go on: their turns are searchable at once, and
+/// one sync a sync interval later makes them all durable and moves all their cursors. Each call
+/// returns only after that sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rounds_share_a_sync_and_cursors_move_only_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let counting = Arc::new(FaultyIndex::new(edge.clone()));
+    assert!(counting.defers_sync(), "Qdrant Edge leaves durability to sync");
+    let t = tenant();
+    let sessions: Vec<String> = (0..6).map(|i| format!("s{i}")).collect();
+    for session in &sessions {
+        append_to(&*store, &t, session, 0, 5).await;
+    }
+    append_to(&*store, &t, "warm", 0, 1).await;
+    let indexer = Indexer::new(store.clone(), counting.clone(), None, 100).with_sync_interval(Duration::from_secs(2));
+    // The first sync runs at once; the next may not start before two seconds after it.
+    assert_eq!(indexer.index_session("warm").await.unwrap(), 1);
+    assert_eq!(counting.syncs(), 1);
+    let upserts_before = counting.upserts();
+
+    let mut calls = tokio::task::JoinSet::new();
+    for session in &sessions {
+        let (indexer, session) = (indexer.clone(), session.clone());
+        calls.spawn(async move { indexer.index_session(&session).await.unwrap() });
+        // Each call finds the last one waiting for the sync, not in a round.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(counting.upserted(), 31, "every round wrote without waiting for a sync");
+    assert!(
+        counting.upserts() - upserts_before >= 3,
+        "6 calls 60 ms apart ran only {} rounds: rounds waited for the sync",
+        counting.upserts() - upserts_before
+    );
+    for session in &sessions {
+        assert_eq!(
+            counting.search(&keyword(&t, session)).await.unwrap().len(),
+            5,
+            "unsynced turns of {session} are searchable"
+        );
+    }
+    assert_eq!(
+        store.lag(INDEX_CONSUMER).await.unwrap().turns,
+        30,
+        "no cursor moves before the sync"
+    );
+    assert!(calls.try_join_next().is_none(), "a call returned before its sync");
+
+    let mut indexed = 0;
+    while let Some(n) = calls.join_next().await {
+        indexed += n.unwrap();
+    }
+    assert_eq!(indexed, 30);
+    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
+    assert_eq!(counting.syncs(), 2, "one sync covered every round after the first");
+    assert_eq!(counting.upserted(), 31, "no turn written twice");
+}
+
+/// The sync fails (a disk that stops taking flushes, say): every call waiting on it fails and
+/// may be retried, and no cursor moves. The turns stay searchable and are not written again
+/// while the sync keeps failing; once it succeeds, the cursors catch up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sync_fails_its_calls_and_keeps_the_cursors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let faulty = Arc::new(FaultyIndex::new(edge.clone()));
+    let t = tenant();
+    let sessions: Vec<String> = (0..4).map(|i| format!("s{i}")).collect();
+    for session in &sessions {
+        append_to(&*store, &t, session, 0, 3).await;
+    }
+    faulty.set_syncs_down(true);
+    let indexer = Indexer::new(store.clone(), faulty.clone(), None, 100).with_sync_interval(Duration::from_millis(50));
+
+    let mut calls = tokio::task::JoinSet::new();
+    for session in &sessions {
+        let (indexer, session) = (indexer.clone(), session.clone());
+        calls.spawn(async move { indexer.index_session(&session).await });
+    }
+    while let Some(result) = calls.join_next().await {
+        let error = result.unwrap().expect_err("a call whose sync failed succeeded");
+        assert!(error.is_retryable(), "a failed sync must be retried: {error:?}");
+    }
+    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 12, "no cursor moved");
+    assert_eq!(
+        edge.count(&t, PointKind::Turn).await.unwrap(),
+        12,
+        "the turns are searchable"
+    );
+    // A retry while the sync still fails writes nothing again.
+    assert!(indexer.index_session("s0").await.is_err());
+    assert_eq!(
+        faulty.upserted(),
+        12,
+        "turns written once, however often the sync failed"
+    );
+
+    faulty.set_syncs_down(false);
+    indexer.index_sessions(&sessions).await.unwrap();
+    assert_eq!(
+        store.lag(INDEX_CONSUMER).await.unwrap().turns,
+        0,
+        "the cursors caught up"
+    );
+    assert_eq!(faulty.upserted(), 12);
+    assert_eq!(edge.count(&t, PointKind::Turn).await.unwrap(), 12);
+}
+
+/// The process dies with turns written but not synced: their cursors never moved, so the next
+/// process indexes them again, onto the same points.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_written_but_not_synced_are_indexed_again_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let faulty = Arc::new(FaultyIndex::new(edge.clone()));
+    let t = tenant();
+    append_to(&*store, &t, "lost", 0, 7).await;
+    faulty.set_syncs_down(true);
+    let before_crash = Indexer::new(store.clone(), faulty.clone(), None, 100);
+    assert!(before_crash.index_session("lost").await.is_err());
+    drop(before_crash);
+
+    faulty.set_syncs_down(false);
+    let after_restart = Indexer::new(store.clone(), faulty.clone(), None, 100);
+    assert_eq!(
+        after_restart.sweep().await.unwrap(),
+        7,
+        "the sweep finds the unsynced turns"
+    );
+    assert_eq!(faulty.upserted(), 14, "written again");
+    assert_eq!(
+        edge.count(&t, PointKind::Turn).await.unwrap(),
+        7,
+        "onto the same points"
+    );
+    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
+}
+
+/// The task running a sync is cancelled mid-sync (a delivery abandoned at the shutdown
+/// deadline, say): the cursor advances it had taken go back, and the next call's sync makes
+/// them, without writing the turns again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_sync_leaves_its_cursors_to_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let slow = Arc::new(FaultyIndex::new(edge.clone()).with_sync_delay(Duration::from_millis(500)));
+    let t = tenant();
+    append_to(&*store, &t, "cut", 0, 4).await;
+    let indexer = Indexer::new(store.clone(), slow.clone(), None, 100).with_sync_interval(Duration::from_millis(10));
+
+    let running = {
+        let indexer = indexer.clone();
+        tokio::spawn(async move { indexer.index_session("cut").await })
+    };
+    while slow.syncs_begun() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    running.abort();
+    assert!(running.await.unwrap_err().is_cancelled());
+    assert_eq!(slow.syncs(), 0);
+    assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 4);
+
+    let again = tokio::time::timeout(Duration::from_secs(10), indexer.index_session("cut"))
+        .await
+        .expect("a call hangs after a cancelled sync")
+        .unwrap();
+    assert_eq!(again, 0, "nothing left to write");
+    assert_eq!(slow.upserted(), 4, "the turns were not written again");
+    assert_eq!(
+        store.lag(INDEX_CONSUMER).await.unwrap().turns,
+        0,
+        "the next sync moved the cursor"
+    );
 }
 
 /// The provider refuses a round's texts for good: the round asks again one session at a time,

@@ -1,16 +1,22 @@
--- Up to $3 turns past the cursor for each session in $2, in one round trip: the index worker
--- reads every session woken in a round at once. Sessions with nothing pending yield no row; a
--- session listed twice is read once.
+-- Up to $3 turns past both the cursor and $4[i] for each session $2[i], in one round trip: the
+-- index worker reads every session woken in a round at once, and passes in $4 what it has
+-- indexed but not yet recorded in the cursor. Sessions with nothing pending yield no row; a
+-- session listed twice is read once, past its larger $4.
 SELECT m.id, m.session_id, m.team_id, m.agent_id, m.user_id, m.seq, m.role, m.content,
        m.metadata, m.client_id, m.created_at
-FROM (SELECT DISTINCT unnest($2::text[]) AS session_id) s
+FROM (
+    SELECT a.session_id, max(a.after) AS after
+    FROM unnest($2::text[], $4::bigint[]) AS a(session_id, after)
+    GROUP BY a.session_id
+) s
 CROSS JOIN LATERAL (
     SELECT id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id,
            created_at
     FROM messages
     WHERE messages.session_id = s.session_id
-      AND messages.seq > COALESCE(
-          (SELECT seq FROM cursors WHERE consumer = $1 AND cursors.session_id = s.session_id), 0
+      AND messages.seq > GREATEST(
+          s.after,
+          COALESCE((SELECT seq FROM cursors WHERE consumer = $1 AND cursors.session_id = s.session_id), 0)
       )
     ORDER BY messages.seq
     LIMIT $3
