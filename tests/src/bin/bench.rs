@@ -39,7 +39,8 @@ use serde_json::{json, Value};
 use shared::bus::TURN_APPENDED;
 use shared::metrics::{
     EVENTS_PUBLISHED, HTTP_LATENCY, INDEX_DELAY, INDEX_FLUSH_SECONDS, INDEX_OPTIMIZER_SECONDS, INDEX_OPTIMIZING,
-    INDEX_ROUND_SESSIONS, INDEX_SEGMENTS, INDEX_UPDATE_SECONDS, INDEX_WRITE_POINTS, STORE_GROUP_COMMIT_APPENDS,
+    INDEX_ROUND_SESSIONS, INDEX_SEGMENTS, INDEX_SYNC_SESSIONS, INDEX_UPDATE_SECONDS, INDEX_WRITE_POINTS,
+    STORE_GROUP_COMMIT_APPENDS,
 };
 use shared::store::INDEX_CONSUMER;
 
@@ -108,6 +109,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let appends_before = buckets_where(app, HTTP_LATENCY, &APPEND_ROUTE).await;
     let writes_before = buckets(app, INDEX_WRITE_POINTS).await;
     let rounds_before = buckets(app, INDEX_ROUND_SESSIONS).await;
+    let syncs_before = buckets(app, INDEX_SYNC_SESSIONS).await;
     let updates_before = buckets(app, INDEX_UPDATE_SECONDS).await;
     let optimizer_before = buckets(app, INDEX_OPTIMIZER_SECONDS).await;
     // The optimizer's run time so far, the `_sum` series of its histogram.
@@ -236,13 +238,14 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let flushes = since(buckets(app, INDEX_FLUSH_SECONDS).await, &flushes_before);
     let writes = since(buckets(app, INDEX_WRITE_POINTS).await, &writes_before);
     let rounds = since(buckets(app, INDEX_ROUND_SESSIONS).await, &rounds_before);
+    let syncs = since(buckets(app, INDEX_SYNC_SESSIONS).await, &syncs_before);
     let updates = since(buckets(app, INDEX_UPDATE_SECONDS).await, &updates_before);
     let optimizer = since(buckets(app, INDEX_OPTIMIZER_SECONDS).await, &optimizer_before);
     let optimizer_seconds = counter(app, &optimizer_seconds_sum, &[]).await - optimizer_seconds_before;
     let segments = counter(app, INDEX_SEGMENTS, &[]).await;
     let running = counter(app, INDEX_OPTIMIZING, &[]).await > 0.0;
     println!(
-        "{ingested} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s; edge update p50={:.1}ms p99={:.1}ms, flush p50={:.1}ms p99={:.1}ms n={}, points per write p50={:.0}; sessions per index batch p50={:.0} n={}; optimizer runs finished={} in {optimizer_seconds:.1}s, running at end={running}, segments after the last run={segments}",
+        "{ingested} | index lag at end={lag_at_end} turns, caught up {:.2}s later; commit-to-indexed p50={:.3}s p99={:.3}s; edge update p50={:.1}ms p99={:.1}ms, flush p50={:.1}ms p99={:.1}ms n={}, points per write p50={:.0}; sessions per index batch p50={:.0} n={}; syncs={}; optimizer runs finished={} in {optimizer_seconds:.1}s, running at end={running}, segments after the last run={segments}",
         catch_up.as_secs_f64(),
         histogram_quantile(&delays, 0.50),
         histogram_quantile(&delays, 0.99),
@@ -254,6 +257,7 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
         histogram_quantile(&writes, 0.50),
         histogram_quantile(&rounds, 0.50),
         rounds.last().map_or(0.0, |(_, n)| *n),
+        syncs.last().map_or(0.0, |(_, n)| *n),
         optimizer.last().map_or(0.0, |(_, n)| *n),
     );
 }
