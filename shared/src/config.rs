@@ -683,7 +683,10 @@ where
 fn nice(vars: &HashMap<String, String>, key: &str, default: i32) -> Result<i32, ConfigError> {
     let value = parse(vars, key, default)?;
     if !(0..=crate::background::MAX_NICE).contains(&value) {
-        return Err(invalid(key, format!("{value} is not a nice value from 0 to 19")));
+        return Err(invalid(
+            key,
+            format!("{value} is not a nice value from 0 to {}", crate::background::MAX_NICE),
+        ));
     }
     Ok(value)
 }

@@ -546,7 +546,10 @@ impl Inner {
         let mut attempt = 0;
         loop {
             // A blocking read of the segment holder: returns once no optimizer swap holds it.
-            let _ = self.shard().info();
+            // Its segment count keeps the gauge fresh while one optimizer run lasts as long
+            // as a sustained ingest (see the module docs).
+            let info = self.shard().info();
+            metrics::gauge!(m::INDEX_SEGMENTS).set(info.segments_count as f64);
             // `EdgeShard::flush` panics where it should wait or fail: on lock contention and on
             // an I/O error. Catch it rather than lose the blocking thread.
             let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.shard().flush())) else {

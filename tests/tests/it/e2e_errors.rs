@@ -228,6 +228,10 @@ async fn probes_and_metrics_answer() {
             "sediment_events_published_total",
             "sediment_turns_indexed_total",
             "sediment_index_round_sessions",
+            // Both modes index into Qdrant Edge here: its syncs, and its segment count, which
+            // every flush updates rather than only an optimizer run.
+            "sediment_index_sync_sessions",
+            "sediment_index_segments",
         ] {
             assert!(text.contains(name), "{mode:?}: /metrics lacks {name}");
         }
