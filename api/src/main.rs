@@ -9,6 +9,9 @@ use anyhow::Context as _;
 use shared::config::{Deployment, Settings};
 use shared::store::PostgresStore;
 
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let settings = Settings::from_env().context("load settings")?;

@@ -44,3 +44,11 @@ pub mod shutdown;
 pub mod store;
 mod sync;
 pub mod telemetry;
+
+/// The global allocator of every sediment binary (`#[global_allocator] static ALLOCATOR:
+/// shared::Allocator = shared::Allocator;` in each `main`), jemalloc as in the Qdrant server.
+/// Qdrant Edge's writes and optimizer runs allocate and free many short-lived buffers from
+/// several threads: under glibc's malloc a fifth of the index threads' CPU went to the
+/// allocator itself (`_int_malloc`, `malloc_consolidate`). README, "Allocator", has the
+/// measurements, and why not mimalloc.
+pub use tikv_jemallocator::Jemalloc as Allocator;

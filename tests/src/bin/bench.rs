@@ -477,6 +477,9 @@ async fn recall(app: &TestApp) {
     }
 }
 
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
 #[tokio::main]
 async fn main() {
     let mode = match std::env::args().nth(1).as_deref() {

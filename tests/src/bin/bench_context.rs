@@ -91,6 +91,9 @@ async fn wait_compacted(app: &TestApp, t: &Tenant) {
     }
 }
 
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
 #[tokio::main]
 async fn main() {
     let mode = match std::env::args().nth(1).as_deref() {

@@ -97,6 +97,9 @@ async fn load(index: &EdgeIndex, tenant: &Tenant, items: usize) {
     }
 }
 
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
 #[tokio::main]
 async fn main() {
     let items: usize = std::env::var("BENCH_DENSE_ITEMS")

@@ -130,6 +130,9 @@ fn env_usize(name: &str) -> Option<usize> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);

@@ -452,6 +452,9 @@ async fn run(engine: Engine, arrival: Arrival, cl100k: &tiktoken_rs::CoreBPE) ->
     )
 }
 
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
 #[tokio::main]
 async fn main() {
     let cl100k = tiktoken_rs::cl100k_base().expect("load cl100k_base");

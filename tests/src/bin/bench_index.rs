@@ -204,6 +204,9 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

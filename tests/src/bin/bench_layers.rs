@@ -333,6 +333,9 @@ async fn round_trips() {
     }
 }
 
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
 #[tokio::main]
 async fn main() {
     println!("L1 batch → persona (embedded, timers 100 ms / 300 ms):\n");

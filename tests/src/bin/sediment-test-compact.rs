@@ -4,6 +4,9 @@
 
 use anyhow::Context as _;
 
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let settings = shared::config::Settings::from_env().context("load settings")?;

@@ -4,6 +4,9 @@
 
 use anyhow::Context as _;
 
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let kind = std::env::args().nth(1).unwrap_or_default();

@@ -1,6 +1,7 @@
 //! `sediment migrate`, the Helm chart's migration hook: the real binary applies every migration
 //! to an empty database and exits 0, is a no-op the second time, and fails (non-zero, with a
 //! message) when it cannot do its job, so a `helm upgrade` stops before any pod rolls.
+//! The same binary also shows it runs on the allocator every sediment binary declares.
 
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -99,4 +100,22 @@ async fn migrate_fails_loudly_when_it_cannot_migrate() {
     let unknown = sediment(&["migrat"], &[]).await;
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("usage: sediment [migrate]"));
+}
+
+#[tokio::test]
+async fn the_binary_allocates_with_jemalloc() {
+    // jemalloc prints its statistics at exit when asked to; glibc's malloc knows no such
+    // setting. The name carries the prefix of tikv-jemallocator's symbols.
+    let conf = [
+        ("_RJEM_MALLOC_CONF", "stats_print:true"),
+        ("MALLOC_CONF", "stats_print:true"),
+    ];
+    let out = sediment(&["no-such-command"], &conf).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown command"), "{stderr}");
+    assert!(
+        stderr.contains("jemalloc statistics"),
+        "the sediment binary does not run on jemalloc: {stderr}"
+    );
 }
