@@ -65,8 +65,10 @@
 //! Both are applied on every open, so shards created by older versions adopt them too.
 //!
 //! # Known limits of qdrant-edge 0.7.2
-//! - The WAL is never truncated (edge does not acknowledge flushed operations), so `wal/`
-//!   grows by about the size of every write ever made. Worth watching on long-lived installs.
+//! - The WAL is never truncated while the shard is open (edge does not acknowledge flushed
+//!   operations), so `wal/` grows by about the size of every write the process makes. Nor is
+//!   it ever read back, so each open deletes all but its newest closed segment before loading
+//!   ([`prune_wal`]): what a restart keeps is one segment, not every write ever made.
 //! - The directory is held with an exclusive file lock while open: two processes (or two
 //!   `EdgeIndex`es) on one shard would corrupt it.
 
@@ -85,7 +87,9 @@ use qdrant_edge::{
     PointId, PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequest, ScoringQuery,
     UpdateOperation, Vector, VectorInternal, Vectors, WithPayloadInterface, WithVector,
 };
-use qdrant_edge::{Distance, EdgeVectorParams, Fusion as EdgeFusion, HnswIndexConfig, Prefetch, ScrollRequest};
+use qdrant_edge::{
+    Distance, EdgeVectorParams, Fusion as EdgeFusion, HnswIndexConfig, Prefetch, ScrollRequest, WalOptions,
+};
 use uuid::Uuid;
 
 use super::{
@@ -253,12 +257,13 @@ impl EdgeIndex {
     /// `dense_dimension` is the embedder's (`None`: keyword only); an existing shard built with
     /// another dimension is refused.
     pub fn open(dir: &Path, optimize_every: usize, dense_dimension: Option<usize>) -> IndexResult<Self> {
-        Self::open_with(dir, optimize_every, dense_dimension, default_optimizers)
+        Self::open_with(dir, optimize_every, dense_dimension, default_optimizers, None)
     }
 
     /// Like `open`, but a shard created here gets tiny optimizer thresholds (50 KB to index a
-    /// segment, 400 KB per segment, 2 segments), so that a few thousand points go through real
-    /// optimizations. For tests; the thresholds persist with the shard.
+    /// segment, 400 KB per segment, 2 segments) and 8 KiB WAL segments, so that a few thousand
+    /// points go through real optimizations and WAL rotations. For tests; the settings persist
+    /// with the shard.
     #[cfg(feature = "testing")]
     pub fn open_with_small_segments(
         dir: &Path,
@@ -271,16 +276,21 @@ impl EdgeIndex {
             default_segment_number: Some(2),
             ..EdgeOptimizersConfig::default()
         };
-        Self::open_with(dir, optimize_every, dense_dimension, small)
+        let wal = WalOptions {
+            segment_capacity: 8 * 1024,
+            ..WalOptions::default()
+        };
+        Self::open_with(dir, optimize_every, dense_dimension, small, Some(wal))
     }
 
     /// `optimizers` gives the optimizer settings for a shard with dense vectors (`true`) or
-    /// a keyword-only one.
+    /// a keyword-only one; `wal`, the WAL settings of a shard created here (`None`: edge's).
     fn open_with(
         dir: &Path,
         optimize_every: usize,
         dense_dimension: Option<usize>,
         optimizers: fn(bool) -> EdgeOptimizersConfig,
+        wal: Option<WalOptions>,
     ) -> IndexResult<Self> {
         std::fs::create_dir_all(dir).map_err(|e| IndexError::Unavailable(Box::new(e)))?;
         let dir_lock = lock_dir(dir)?;
@@ -297,10 +307,13 @@ impl EdgeIndex {
             clear_shard(dir)?;
             created = true;
         }
+        if !created {
+            prune_wal(dir)?;
+        }
         let shard = if created {
             EdgeShard::new(
                 dir,
-                shard_config(optimizers(dense_dimension.is_some()), dense_dimension),
+                shard_config(optimizers(dense_dimension.is_some()), dense_dimension, wal),
             )
         } else {
             EdgeShard::load(dir, None)
@@ -846,7 +859,11 @@ fn outcome_result(outcome: Option<(bool, String)>) -> IndexResult<()> {
     }
 }
 
-fn shard_config(optimizers: EdgeOptimizersConfig, dense_dimension: Option<usize>) -> EdgeConfig {
+fn shard_config(
+    optimizers: EdgeOptimizersConfig,
+    dense_dimension: Option<usize>,
+    wal: Option<WalOptions>,
+) -> EdgeConfig {
     let mut config = EdgeConfig::builder()
         .sparse_vector(
             BM25_VECTOR,
@@ -858,6 +875,9 @@ fn shard_config(optimizers: EdgeOptimizersConfig, dense_dimension: Option<usize>
         });
     if let Some(size) = dense_dimension {
         config = config.vector(DENSE_VECTOR, EdgeVectorParams::builder(size, Distance::Cosine).build());
+    }
+    if let Some(wal) = wal {
+        config = config.wal_options(wal);
     }
     config.optimizers(optimizers).build()
 }
@@ -990,6 +1010,51 @@ fn clear_shard(dir: &Path) -> IndexResult<()> {
         } else {
             std::fs::remove_file(&path).map_err(io)?;
         }
+    }
+    Ok(())
+}
+
+/// Deletes every closed WAL segment of the shard in `dir` but the newest, as the WAL's own
+/// `prefix_truncate` does once operations are acknowledged. Safe because edge 0.7.2 never
+/// replays its WAL (the segments are flushed after every write, and what a crash loses is
+/// re-indexed from the store), and the newest closed segment stays: it is where the WAL takes
+/// the next operation number from, and segments ignore operations numbered below their points'
+/// versions. Called with the directory lock held and before `EdgeShard::load`, which maps the
+/// segments it finds.
+fn prune_wal(dir: &Path) -> IndexResult<()> {
+    let io = |e: std::io::Error| IndexError::Unavailable(Box::new(e));
+    let wal = dir.join("wal");
+    let mut closed = Vec::new();
+    let entries = match std::fs::read_dir(&wal) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(io)?;
+        let name = entry.file_name();
+        if let Some(start) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("closed-"))
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            closed.push((start, entry.path(), entry.metadata().map_err(io)?.len()));
+        }
+    }
+    closed.sort_unstable_by_key(|(start, _, _)| *start);
+    closed.pop();
+    let bytes: u64 = closed.iter().map(|(_, _, len)| len).sum();
+    for (_, path, _) in &closed {
+        std::fs::remove_file(path).map_err(io)?;
+    }
+    if !closed.is_empty() {
+        File::open(&wal).and_then(|d| d.sync_all()).map_err(io)?;
+        tracing::info!(
+            dir = %dir.display(),
+            segments = closed.len(),
+            mib = bytes / (1 << 20),
+            "deleted WAL segments that edge never reads back"
+        );
     }
     Ok(())
 }

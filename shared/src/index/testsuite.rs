@@ -130,7 +130,7 @@ async fn search(index: &dyn SearchIndex, query: &IndexQuery) -> Vec<IndexHit> {
     hits
 }
 
-async fn search_ids(index: &dyn SearchIndex, query: &IndexQuery) -> Vec<Uuid> {
+pub async fn search_ids(index: &dyn SearchIndex, query: &IndexQuery) -> Vec<Uuid> {
     search(index, query).await.into_iter().map(|hit| hit.id).collect()
 }
 
@@ -456,7 +456,7 @@ pub async fn assert_all_searchable(index: &dyn SearchIndex, tenant: &Tenant, poi
 
 /// A unique, single-token word for `i`: letters only (a tokenizer may split digits off) and
 /// ending in a letter no English stemmer strips, so that two codes never share a stem.
-fn code_word(i: usize) -> String {
+pub fn code_word(i: usize) -> String {
     const DIGITS: &[u8; 10] = b"bcdfghjkmn";
     let digits: String = i
         .to_string()

@@ -133,6 +133,70 @@ async fn edge_points_survive_reopen() {
     );
 }
 
+/// How many closed segments the WAL of the shard in `dir` holds.
+fn closed_wal_segments(dir: &tempfile::TempDir) -> usize {
+    std::fs::read_dir(dir.path().join("wal"))
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("closed-")
+        })
+        .count()
+}
+
+/// The ids of `tenant`'s turns that a search for `word` finds.
+async fn found(index: &EdgeIndex, tenant: &shared::domain::Tenant, word: &str) -> Vec<uuid::Uuid> {
+    testsuite::search_ids(index, &testsuite::query(tenant, word)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_prunes_its_wal_on_open_and_keeps_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = unique_tenant();
+    let mut points = bulk_points(&tenant, 450);
+    {
+        // Small WAL segments: 400 single-point writes fill several.
+        let index = open_small(&dir);
+        for point in &points[..400] {
+            index.upsert(std::slice::from_ref(point)).await.unwrap();
+        }
+    }
+    let before = closed_wal_segments(&dir);
+    assert!(before >= 3, "the writes closed only {before} WAL segments");
+
+    // The newest closed segment stays; the payload-index checks at open may close one more.
+    let index = open_small(&dir);
+    let after = closed_wal_segments(&dir);
+    assert!(after <= 2, "{after} closed WAL segments after the prune");
+    assert_all_searchable(&index, &tenant, &points[..400]).await;
+    // Writes to points written before the prune still apply: the WAL numbers operations on from
+    // its newest segment, and a segment ignores an operation numbered below its point's version.
+    index.delete(&[points[3].id]).await.unwrap();
+    points[2].text = format!("{} rewritten", points[2].text);
+    index.upsert(&points[2..3]).await.unwrap();
+    index.upsert(&points[400..]).await.unwrap();
+    assert_eq!(found(&index, &tenant, "rewritten").await, vec![points[2].id]);
+    assert!(
+        found(&index, &tenant, &testsuite::code_word(3)).await.is_empty(),
+        "the delete applied"
+    );
+    drop(index);
+
+    let index = open_small(&dir);
+    assert!(closed_wal_segments(&dir) <= 2);
+    assert_eq!(found(&index, &tenant, "rewritten").await, vec![points[2].id]);
+    assert!(
+        found(&index, &tenant, &testsuite::code_word(3)).await.is_empty(),
+        "the delete applied"
+    );
+    index.upsert(&points[3..4]).await.unwrap();
+    assert_all_searchable(&index, &tenant, &points).await;
+}
+
 /// Set for the child process of `edge_upserts_survive_a_crash`: the shard directory.
 const CRASH_DIR_ENV: &str = "SEDIMENT_TEST_CRASH_DIR";
 const CRASH_POINTS: usize = 150;
