@@ -49,6 +49,8 @@ pub mod telemetry;
 /// shared::Allocator = shared::Allocator;` in each `main`), jemalloc as in the Qdrant server.
 /// Qdrant Edge's writes and optimizer runs allocate and free many short-lived buffers from
 /// several threads: under glibc's malloc a fifth of the index threads' CPU went to the
-/// allocator itself (`_int_malloc`, `malloc_consolidate`). README, "Allocator", has the
-/// measurements, and why not mimalloc.
+/// allocator itself (`_int_malloc`, `malloc_consolidate`). Built with background threads on
+/// (`opt.background_thread`), so that returning freed pages to the kernel happens on jemalloc's
+/// own threads rather than inside whichever request or index thread frees. README,
+/// "Allocator", has the measurements, and why not mimalloc.
 pub use tikv_jemallocator::Jemalloc as Allocator;

@@ -118,4 +118,8 @@ async fn the_binary_allocates_with_jemalloc() {
         stderr.contains("jemalloc statistics"),
         "the sediment binary does not run on jemalloc: {stderr}"
     );
+    assert!(
+        stderr.contains("opt.background_thread: true"),
+        "jemalloc purges on the threads that free: {stderr}"
+    );
 }
