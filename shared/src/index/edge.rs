@@ -1016,11 +1016,11 @@ fn clear_shard(dir: &Path) -> IndexResult<()> {
 
 /// Deletes every closed WAL segment of the shard in `dir` but the newest, as the WAL's own
 /// `prefix_truncate` does once operations are acknowledged. Safe because edge 0.7.2 never
-/// replays its WAL (the segments are flushed after every write, and what a crash loses is
-/// re-indexed from the store), and the newest closed segment stays: it is where the WAL takes
-/// the next operation number from, and segments ignore operations numbered below their points'
-/// versions. Called with the directory lock held and before `EdgeShard::load`, which maps the
-/// segments it finds.
+/// replays its WAL (durability comes from flushing the segments, and what a crash loses before
+/// a flush is indexed again from the store), and the newest closed segment stays: it is where
+/// the WAL takes the next operation number from, and segments ignore operations numbered below
+/// their points' versions. Called with the directory lock held and before `EdgeShard::load`,
+/// which maps the segments it finds.
 fn prune_wal(dir: &Path) -> IndexResult<()> {
     let io = |e: std::io::Error| IndexError::Unavailable(Box::new(e));
     let wal = dir.join("wal");
