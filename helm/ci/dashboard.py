@@ -166,6 +166,63 @@ def build() -> dict:
         unit="ops",
     )
 
+    d.row("Index writes")
+    d.panel(
+        "timeseries", "Index update and flush time",
+        "Qdrant Edge: applying one write to the segments (sediment_index_update_seconds), and making the writes since the last flush durable (sediment_index_flush_seconds: its WAL and every segment, fsynced), p50 and p99. A slow disk shows here first.",
+        [
+            (quantile(0.5, "sediment_index_update_seconds"), "update p50"),
+            (quantile(0.99, "sediment_index_update_seconds"), "update p99"),
+            (quantile(0.5, "sediment_index_flush_seconds"), "flush p50"),
+            (quantile(0.99, "sediment_index_flush_seconds"), "flush p99"),
+        ],
+        unit="s",
+    )
+    d.panel(
+        "timeseries", "Batching of index writes",
+        "Median points per index write after concurrent upserts are combined (sediment_index_write_points), sessions per index round batch (sediment_index_round_sessions) and sessions whose cursors one sync advanced (sediment_index_sync_sessions). They grow with load: that is how the worker keeps up.",
+        [
+            (quantile(0.5, "sediment_index_write_points"), "points per write"),
+            (quantile(0.5, "sediment_index_round_sessions"), "sessions per round"),
+            (quantile(0.5, "sediment_index_sync_sessions"), "sessions per sync"),
+        ],
+    )
+    d.panel(
+        "timeseries", "Index optimizer",
+        "Qdrant Edge's optimizer: 1 while a run is in progress (under sustained ingest one run can last as long as the ingest), segments as read at each flush, and runs finished by result.",
+        [
+            (f"max by (pod) ({sel('sediment_index_optimizing')})", "optimizing {{pod}}"),
+            (f"max by (pod) ({sel('sediment_index_segments')})", "segments {{pod}}"),
+            (rate("sediment_index_optimizer_runs_total", by="result"), "runs/s {{result}}"),
+        ],
+    )
+    d.panel(
+        "timeseries", "Wake-ups",
+        "Sessions one turns.appended wake-up carried (sediment_wakeup_sessions, p50 and p99), and appends merged into a wake-up already waiting (sediment_events_coalesced_total).",
+        [
+            (quantile(0.5, "sediment_wakeup_sessions"), "sessions per wake-up p50"),
+            (quantile(0.99, "sediment_wakeup_sessions"), "sessions per wake-up p99"),
+            (rate("sediment_events_coalesced_total"), "coalesced/s"),
+        ],
+    )
+    d.panel(
+        "timeseries", "Embedded store commits",
+        "Embedded deployment only: appends committed together in one SQLite transaction and fsync (sediment_store_group_commit_appends, p50 and p99). More per commit means a slower disk, whose fsync the waiting appends share.",
+        [
+            (quantile(0.5, "sediment_store_group_commit_appends"), "appends per commit p50"),
+            (quantile(0.99, "sediment_store_group_commit_appends"), "appends per commit p99"),
+        ],
+    )
+    d.panel(
+        "timeseries", "Embedded store checkpoint time",
+        "Embedded deployment only: the SQLite WAL checkpoint that a thread of its own runs every second, off the append path (sediment_store_checkpoint_seconds).",
+        [
+            (quantile(0.5, "sediment_store_checkpoint_seconds"), "p50"),
+            (quantile(0.99, "sediment_store_checkpoint_seconds"), "p99"),
+        ],
+        unit="s",
+    )
+
     d.row("Ingest")
     d.panel(
         "timeseries", "Turns ingested",

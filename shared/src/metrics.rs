@@ -53,7 +53,7 @@ pub const INDEX_UPDATE_SECONDS: &str = "sediment_index_update_seconds";
 pub const INDEX_WRITE_POINTS: &str = "sediment_index_write_points";
 /// 1 while a search-index optimizer run is in progress, else 0.
 pub const INDEX_OPTIMIZING: &str = "sediment_index_optimizing";
-/// Segments in the search index (Qdrant Edge), as of the last optimizer run.
+/// Segments in the search index (Qdrant Edge), as read at each flush.
 pub const INDEX_SEGMENTS: &str = "sediment_index_segments";
 /// Turns found by backlog sweeps rather than by events (a lost or late event).
 pub const SWEEP_RECOVERED: &str = "sediment_sweep_recovered_turns_total";
