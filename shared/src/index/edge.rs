@@ -292,7 +292,7 @@ impl EdgeIndex {
         optimizers: fn(bool) -> EdgeOptimizersConfig,
         wal: Option<WalOptions>,
     ) -> IndexResult<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| IndexError::Unavailable(Box::new(e)))?;
+        std::fs::create_dir_all(dir).map_err(io)?;
         let dir_lock = lock_dir(dir)?;
 
         let mut created = !dir.join(EDGE_CONFIG_FILE).exists();
@@ -325,8 +325,7 @@ impl EdgeIndex {
         let dense = shard.config().vectors.contains_key(DENSE_VECTOR);
         adopt_optimizer_settings(&shard, optimizers(dense))?;
         if created {
-            std::fs::write(dir.join(INDEX_VERSION_FILE), index_version())
-                .map_err(|e| IndexError::Unavailable(Box::new(e)))?;
+            std::fs::write(dir.join(INDEX_VERSION_FILE), index_version()).map_err(io)?;
         }
 
         let inner = Inner {
@@ -986,19 +985,23 @@ fn backend(error: qdrant_edge::OperationError) -> IndexError {
     IndexError::Backend(Box::new(error))
 }
 
+/// A file-system error on the shard's directory: the index is unavailable, as when edge fails.
+fn io(error: std::io::Error) -> IndexError {
+    IndexError::Unavailable(Box::new(error))
+}
+
 /// Whether the shard in `dir` was built with this build's text analysis and payload layout. A
 /// shard from before the version was recorded has no file and does not match.
 fn index_version_matches(dir: &Path) -> IndexResult<bool> {
     match std::fs::read_to_string(dir.join(INDEX_VERSION_FILE)) {
         Ok(found) => Ok(found.trim() == index_version()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(IndexError::Unavailable(Box::new(e))),
+        Err(e) => Err(io(e)),
     }
 }
 
 /// Removes the shard's files from `dir`, keeping our lock file (we hold it).
 fn clear_shard(dir: &Path) -> IndexResult<()> {
-    let io = |e: std::io::Error| IndexError::Unavailable(Box::new(e));
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let entry = entry.map_err(io)?;
         if entry.file_name() == LOCK_FILE {
@@ -1022,7 +1025,6 @@ fn clear_shard(dir: &Path) -> IndexResult<()> {
 /// their points' versions. Called with the directory lock held and before `EdgeShard::load`,
 /// which maps the segments it finds.
 fn prune_wal(dir: &Path) -> IndexResult<()> {
-    let io = |e: std::io::Error| IndexError::Unavailable(Box::new(e));
     let wal = dir.join("wal");
     let mut closed = Vec::new();
     let entries = match std::fs::read_dir(&wal) {
@@ -1066,7 +1068,7 @@ fn lock_dir(dir: &Path) -> IndexResult<File> {
         .truncate(false)
         .write(true)
         .open(dir.join(LOCK_FILE))
-        .map_err(|e| IndexError::Unavailable(Box::new(e)))?;
+        .map_err(io)?;
     let deadline = Instant::now() + LOCK_WAIT;
     loop {
         match file.try_lock() {
@@ -1079,7 +1081,7 @@ fn lock_dir(dir: &Path) -> IndexResult<File> {
                     format!("index directory {} is in use by another index", dir.display()).into(),
                 ))
             }
-            Err(TryLockError::Error(e)) => return Err(IndexError::Unavailable(Box::new(e))),
+            Err(TryLockError::Error(e)) => return Err(io(e)),
         }
     }
 }
