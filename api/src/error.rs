@@ -83,7 +83,15 @@ impl IntoResponse for ApiError {
             | Self::Unauthorized(_)
             | Self::Forbidden(_) => self.to_string(),
         };
-        (status, Json(ErrorBody { code, message })).into_response()
+        let mut response = (status, Json(ErrorBody { code, message })).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 6750: a 401 names the scheme that would have worked.
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer realm=\"sediment\""),
+            );
+        }
+        response
     }
 }
 

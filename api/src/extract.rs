@@ -8,6 +8,7 @@ use axum::http::HeaderMap;
 use serde::de::DeserializeOwned;
 use shared::domain::Tenant;
 
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -59,24 +60,33 @@ impl<T: DeserializeOwned> FromRequest<AppState> for AppJson<T> {
 /// headers lack (see [`tenant_from`]).
 pub struct TenantHeaders(pub HeaderIds);
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct HeaderIds {
     team: Option<String>,
     agent: Option<String>,
     user: Option<String>,
     actor: Option<String>,
+    /// Who called, as authentication decided.
+    principal: Principal,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for TenantHeaders {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // Only a route behind `auth::authenticate` may read a tenant: one that is not would
+        // serve any caller as any tenant, so it fails loudly instead.
+        let principal =
+            parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
+                ApiError::Internal("a tenant route is not behind the authentication middleware".into())
+            })?;
         let headers = &parts.headers;
         Ok(Self(HeaderIds {
             team: header(headers, TEAM_HEADER)?,
             agent: header(headers, AGENT_HEADER)?,
             user: header(headers, USER_HEADER)?,
             actor: header(headers, ACTOR_HEADER)?,
+            principal,
         }))
     }
 }
@@ -92,18 +102,40 @@ fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
         .transpose()
 }
 
-/// Resolves the tenant: headers first, then the body's `team_id`/`agent_id`/`user_id`.
+/// Resolves the tenant: headers first, then the body's `team_id`/`agent_id`/`user_id`, within
+/// what the caller's credential allows. A team's key decides the team (naming it is optional;
+/// naming another is 403), and a key narrowed to some agents may act only as those (403).
 pub fn tenant_from(
     headers: &HeaderIds,
     team: Option<&str>,
     agent: Option<&str>,
     user: Option<&str>,
 ) -> Result<Tenant, ApiError> {
-    Ok(Tenant::new(
-        headers.team.as_deref().or(team),
-        headers.agent.as_deref().or(agent),
-        headers.user.as_deref().or(user),
-    )?)
+    let team = headers.team.as_deref().or(team);
+    let agent = headers.agent.as_deref().or(agent);
+    let user = headers.user.as_deref().or(user);
+    match &headers.principal {
+        Principal::Open => Ok(Tenant::new(team, agent, user)?),
+        Principal::Key(key) => {
+            let tenant = Tenant::new(Some(team.unwrap_or(&key.team)), agent, user)?;
+            if tenant.team != key.team {
+                return Err(ApiError::Forbidden(format!(
+                    "this API key does not grant access to team {:?}",
+                    tenant.team
+                )));
+            }
+            if !key.allows_agent(&tenant.agent) {
+                return Err(ApiError::Forbidden(format!(
+                    "this API key does not grant access to agent {:?}",
+                    tenant.agent
+                )));
+            }
+            Ok(tenant)
+        }
+        Principal::Operator => Err(ApiError::Forbidden(
+            "the admin key manages API keys only: call this route with a team's API key".into(),
+        )),
+    }
 }
 
 impl HeaderIds {

@@ -7,6 +7,7 @@
 //! index (index and extract); in the embedded deployment it runs the compact, scene and persona
 //! workers too.
 
+mod auth;
 mod error;
 mod extract;
 mod routes;
@@ -35,6 +36,9 @@ pub use state::AppState;
 /// A running API: the HTTP server and, when it owns them, the in-process workers.
 pub struct Server {
     pub addr: SocketAddr,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served when `SEDIMENT_HEALTH_LISTEN` moves
+    /// them off `addr`.
+    pub probes_addr: Option<SocketAddr>,
     task: JoinHandle<anyhow::Result<()>>,
 }
 
@@ -64,11 +68,22 @@ pub async fn start(
     shutdown: CancellationToken,
 ) -> anyhow::Result<Server> {
     let addr = listener.local_addr().context("read the listener address")?;
+    let auth = auth::Auth::decide(settings, addr, backends.keys.clone())?;
+    // Bound before any worker starts, so a bad address fails the start with nothing running.
+    let probes_listener = match settings.health_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind SEDIMENT_HEALTH_LISTEN {addr}"))?,
+        ),
+        None => None,
+    };
     let mut state = AppState::new(
         backends.clone(),
         settings.limits.clone(),
         settings.recall.clone(),
         settings.context.clone(),
+        auth,
     );
     let mut probes = Vec::new();
 
@@ -142,7 +157,24 @@ pub async fn start(
     let extract_in_process = backends.api_runs_index_worker && settings.extract.enabled;
     state.ops = Arc::new(routes::ops::Ops::new(settings.ops.clone(), probes, extract_in_process));
     let wakeups = state.wakeups.clone();
-    let app = routes::router(state);
+    let probe_server = match probes_listener {
+        Some(listener) => {
+            let probes_addr = listener.local_addr().context("read the probe listener address")?;
+            let router = routes::probes(state.clone());
+            let shutdown = shutdown.clone();
+            tracing::info!(addr = %probes_addr, "probes and metrics listening");
+            let task = tokio::spawn(async move {
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(shutdown.cancelled_owned())
+                    .await
+                    .context("serve the probes")
+            });
+            Some((probes_addr, task))
+        }
+        None => None,
+    };
+    let probes_addr = probe_server.as_ref().map(|(addr, _)| *addr);
+    let app = routes::app(state, probe_server.is_none());
 
     let http_shutdown = shutdown.clone();
     let task = tokio::spawn(async move {
@@ -156,10 +188,17 @@ pub async fn start(
         for worker in workers {
             worker.await.context("join an in-process worker")??;
         }
+        if let Some((_, task)) = probe_server {
+            task.await.context("join the probe server")??;
+        }
         tracing::info!("api stopped");
         served
     });
-    Ok(Server { addr, task })
+    Ok(Server {
+        addr,
+        probes_addr,
+        task,
+    })
 }
 
 /// Runs one worker's consumer in this process. If the consumer fails, the whole process shuts

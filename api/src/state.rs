@@ -24,6 +24,8 @@ pub struct AppState {
     pub wakeups: Wakeups,
     /// The ops page's access rule and this process's workers; set once the workers started.
     pub ops: std::sync::Arc<crate::routes::ops::Ops>,
+    /// Who may call `/v1`; decided at start (`Auth::decide`).
+    pub auth: crate::auth::Auth,
 }
 
 /// How long a wake-up publish waits for the broker's confirm. The turns are already committed;
@@ -36,7 +38,13 @@ const WAKEUP_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20
 
 impl AppState {
     /// Starts the wake-up publisher, so it must run inside the Tokio runtime.
-    pub fn new(backends: Backends, limits: Limits, recall_defaults: RecallSettings, context: ContextSettings) -> Self {
+    pub fn new(
+        backends: Backends,
+        limits: Limits,
+        recall_defaults: RecallSettings,
+        context: ContextSettings,
+        auth: crate::auth::Auth,
+    ) -> Self {
         let search = ConversationSearch::new(
             backends.store.clone(),
             backends.index.clone(),
@@ -61,6 +69,7 @@ impl AppState {
             limits,
             metrics: shared::metrics::prometheus(),
             ops: Default::default(),
+            auth,
         }
     }
 }

@@ -807,6 +807,9 @@ def self_test(all_options: dict, known: set[str], verbose: bool) -> list[str]:
         ('layers.scene.leaseMs: "ten minutes"', scenario({"layers": {"scene": {"leaseMs": "ten minutes"}}}), "layers.scene.leaseMs"),
         ("layers.persona.memoryThreshold: 2.5", scenario({"layers": {"persona": {"memoryThreshold": 2.5}}}), "layers.persona.memoryThreshold"),
         ('layers.enabled: "false"', scenario({"layers": {"enabled": "false"}}), "layers.enabled must be true or false"),
+        ("a short auth.adminKey", scenario({"auth": {"adminKey": "short"}}), "auth.adminKey must be at least 32 characters"),
+        ('auth.enabled: "no"', scenario({"auth": {"enabled": "no"}}), "auth.enabled must be true or false"),
+        ("the admin key in config", scenario({"config": {"SEDIMENT_AUTH": "off"}}), "the chart sets"),
         # The wiring checks, on hand-broken manifests.
         ("an enabled worker with no Deployment", wiring(drop_worker("persona")), "workers.persona: is enabled, yet no Deployment"),
         ("a scene worker deployed with the layers off", wiring(lambda m: None, deep_merge(WITH_S3, {"layers": {"enabled": False}})), "layers.enabled is false"),

@@ -26,6 +26,7 @@ use crate::scene::editor::{LlmSceneEditor, RulesSceneEditor, SceneEditor};
 use crate::scene::run::{SceneClock, SceneHandler, SceneRunner};
 use crate::store::audit::AuditLog;
 use crate::store::compaction::CompactionStore;
+use crate::store::keys::KeyStore;
 use crate::store::memory::MemoryStore;
 use crate::store::prompts::{PromptStore, StoredOverrides};
 use crate::store::scene::SceneStore;
@@ -45,6 +46,8 @@ pub struct Backends {
     pub scenes: Arc<dyn SceneStore>,
     /// The same database as `store`, seen through the prompt-override port.
     pub prompt_store: Arc<dyn PromptStore>,
+    /// The same database as `store`, for the API keys of teams.
+    pub keys: Arc<dyn KeyStore>,
     /// The effective prompt templates: builtin, the instance directory, and the overrides of
     /// `prompt_store`, read on every call.
     pub prompts: Prompts,
@@ -75,6 +78,7 @@ impl Backends {
         type Ports = (Stores, Arc<dyn EventBus>, bool);
         // Set in each arm below, from the same database object as `store`.
         let scenes: Arc<dyn SceneStore>;
+        let keys: Arc<dyn KeyStore>;
         let ((store, memories, compactions, prompt_store, audit), bus, embedded): Ports = match &settings.deployment {
             Deployment::Embedded { data_dir } => {
                 std::fs::create_dir_all(data_dir)
@@ -86,6 +90,7 @@ impl Backends {
                     .muting(&muted_kinds(settings));
                 let store = Arc::new(store);
                 scenes = store.clone();
+                keys = store.clone();
                 (
                     (store.clone(), store.clone(), store.clone(), store.clone(), store),
                     Arc::new(bus),
@@ -109,6 +114,7 @@ impl Backends {
                 .context("connect to RabbitMQ")?;
                 let store = Arc::new(store);
                 scenes = store.clone();
+                keys = store.clone();
                 (
                     (store.clone(), store.clone(), store.clone(), store.clone(), store),
                     Arc::new(bus),
@@ -180,6 +186,7 @@ impl Backends {
             compactions,
             scenes,
             prompt_store,
+            keys,
             prompts,
             bus,
             index,

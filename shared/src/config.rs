@@ -173,6 +173,84 @@ impl OpsSettings {
     }
 }
 
+/// Who may call `/v1` (`SEDIMENT_AUTH`, `SEDIMENT_ADMIN_KEY`, `SEDIMENT_ADMIN_KEY_FILE`). The
+/// API decides from these and its listen address whether auth is on (`api`'s `auth`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthSettings {
+    pub mode: AuthMode,
+    /// The operator's key: it manages the teams' API keys (`/v1/admin/keys`) and nothing else.
+    pub admin_key: Option<Secret>,
+    /// How long a replica trusts what it read of a key (`SEDIMENT_AUTH_KEY_CACHE_MS`): a
+    /// revoked key stops working on every replica within this bound.
+    pub key_cache_ttl: Duration,
+}
+
+/// `SEDIMENT_AUTH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// On with an admin key; without one, off on a loopback address in the embedded
+    /// deployment and a refusal to start anywhere else.
+    Auto,
+    /// On; an admin key is required.
+    On,
+    /// Off, wherever the API listens: every caller is whichever tenant it names.
+    Off,
+}
+
+/// Shortest accepted admin key: it can mint a key for any team.
+pub const MIN_ADMIN_KEY_CHARS: usize = 32;
+
+impl AuthSettings {
+    fn from_map(vars: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let get = |key: &str| vars.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let mode = match get("AUTH").unwrap_or("auto") {
+            "auto" => AuthMode::Auto,
+            "on" => AuthMode::On,
+            "off" => AuthMode::Off,
+            _ => return Err(invalid("AUTH", "must be auto, on or off")),
+        };
+        let admin_key = match (get("ADMIN_KEY"), get("ADMIN_KEY_FILE")) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "ADMIN_KEY_FILE",
+                    "set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE, not both",
+                ))
+            }
+            (Some(key), None) => Some(key.to_owned()),
+            (None, Some(path)) => {
+                let key = std::fs::read_to_string(path)
+                    .map_err(|e| invalid("ADMIN_KEY_FILE", format!("cannot read {path}: {e}")))?;
+                Some(key.trim().to_owned())
+            }
+            (None, None) => None,
+        };
+        if let Some(key) = &admin_key {
+            if key.chars().count() < MIN_ADMIN_KEY_CHARS {
+                let source = if get("ADMIN_KEY").is_some() {
+                    "ADMIN_KEY"
+                } else {
+                    "ADMIN_KEY_FILE"
+                };
+                return Err(invalid(
+                    source,
+                    format!("the admin key must be at least {MIN_ADMIN_KEY_CHARS} characters"),
+                ));
+            }
+        }
+        if mode == AuthMode::On && admin_key.is_none() {
+            return Err(invalid(
+                "AUTH",
+                "on needs an admin key: set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE",
+            ));
+        }
+        Ok(Self {
+            mode,
+            admin_key: admin_key.map(Secret::new),
+            key_cache_ttl: millis(vars, "AUTH_KEY_CACHE_MS", 10_000)?,
+        })
+    }
+}
+
 /// Trace export (`SEDIMENT_OTLP_*`, `SEDIMENT_TRACE_SAMPLE_RATIO`); see `telemetry`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceSettings {
@@ -340,6 +418,9 @@ pub struct Settings {
     pub qdrant_api_key: Option<Secret>,
     /// Where the API listens.
     pub listen: SocketAddr,
+    /// Where the API serves `/healthz`, `/readyz` and `/metrics` instead, when set
+    /// (`SEDIMENT_HEALTH_LISTEN`): probes and scrapes then never share the tenants' address.
+    pub health_listen: Option<SocketAddr>,
     /// Names of the exchange and queues (`{prefix}.events`, `{prefix}.index`, ...).
     pub amqp_prefix: String,
     /// Postgres pool size.
@@ -368,6 +449,8 @@ pub struct Settings {
     pub context: crate::context::ContextSettings,
     /// Access to the API's ops page (`SEDIMENT_OPS_*`).
     pub ops: OpsSettings,
+    /// Who may call `/v1` (`SEDIMENT_AUTH`, `SEDIMENT_ADMIN_KEY[_FILE]`).
+    pub auth: AuthSettings,
     /// The file store (`SEDIMENT_S3_*`, `SEDIMENT_FILES_DIR`).
     pub files: FileStoreSettings,
     /// L2 scenes and the L3 persona (`SEDIMENT_LAYERS`, `SEDIMENT_SCENE_*`,
@@ -597,6 +680,13 @@ impl Settings {
             index,
             qdrant_api_key: get("QDRANT_API_KEY").map(Secret::new),
             listen: parse(vars, "LISTEN", "127.0.0.1:8080".parse().expect("valid default"))?,
+            health_listen: match get("HEALTH_LISTEN") {
+                Some(addr) => Some(
+                    addr.parse()
+                        .map_err(|e| invalid("HEALTH_LISTEN", format!("not an address: {e}")))?,
+                ),
+                None => None,
+            },
             amqp_prefix,
             db_pool_size: positive(vars, "DB_POOL_SIZE", 16)?,
             index_optimize_every: positive(vars, "INDEX_OPTIMIZE_EVERY", 5_000)?,
@@ -635,6 +725,7 @@ impl Settings {
             traces: TraceSettings::from_map(vars)?,
             context: crate::context::ContextSettings::from_map(vars)?,
             ops: OpsSettings::from_map(vars)?,
+            auth: AuthSettings::from_map(vars)?,
             files,
             layers,
         })
@@ -810,6 +901,43 @@ mod tests {
         assert!(err.to_string().starts_with("SEDIMENT_EMBEDDING"), "{err}");
         assert_eq!(auto.recall.fusion.rrf_k, 60);
         assert_eq!(auto.recall.timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn auth_settings_are_read_and_validated() {
+        let default = Settings::from_map(&HashMap::new()).unwrap().auth;
+        assert_eq!(default.mode, AuthMode::Auto);
+        assert_eq!(default.admin_key, None);
+        assert_eq!(default.key_cache_ttl, Duration::from_secs(10));
+        let admin = "a".repeat(MIN_ADMIN_KEY_CHARS);
+        let on = Settings::from_map(&map(&[("AUTH", "on"), ("ADMIN_KEY", &admin)])).unwrap();
+        assert_eq!(on.auth.mode, AuthMode::On);
+        assert_eq!(on.auth.admin_key.as_ref().map(Secret::expose), Some(admin.as_str()));
+        assert!(
+            !format!("{on:?}").contains(&admin),
+            "the admin key never shows in Debug"
+        );
+        let err = Settings::from_map(&map(&[("AUTH", "on")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_AUTH"), "{err}");
+        let err = Settings::from_map(&map(&[("AUTH", "yes")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_AUTH"), "{err}");
+        let err = Settings::from_map(&map(&[("ADMIN_KEY", "short")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_ADMIN_KEY"), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("admin-key");
+        std::fs::write(&file, format!("{admin}\n")).unwrap();
+        let path = file.display().to_string();
+        let from_file = Settings::from_map(&map(&[("ADMIN_KEY_FILE", &path)])).unwrap();
+        assert_eq!(
+            from_file.auth.admin_key.as_ref().map(Secret::expose),
+            Some(admin.as_str())
+        );
+        let err = Settings::from_map(&map(&[("ADMIN_KEY_FILE", &path), ("ADMIN_KEY", &admin)])).unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err}");
+        let missing = dir.path().join("missing").display().to_string();
+        let err = Settings::from_map(&map(&[("ADMIN_KEY_FILE", &missing)])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_ADMIN_KEY_FILE"), "{err}");
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! - Domain validation returns `domain::ValidationError`, which the API maps to a 4xx.
 //! - Binaries and glue code use `anyhow::Result` with `.context("verb object")`.
 
+pub mod auth;
 pub mod backends;
 pub mod background;
 pub mod bus;

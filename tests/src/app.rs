@@ -146,6 +146,11 @@ impl TestApp {
         for (k, v) in &options.env {
             env.insert((*k).to_owned(), v.clone());
         }
+        // The cluster refuses to start without auth. Tests that are not about auth run it off
+        // (the embedded app on 127.0.0.1 is off by default); auth tests set SEDIMENT_ADMIN_KEY.
+        if mode == Mode::Cluster && !env.contains_key("ADMIN_KEY") && !env.contains_key("AUTH") {
+            env.insert("AUTH".into(), "off".into());
+        }
         let settings = Settings::from_map(&env).expect("valid test settings");
         let mut backends = Backends::connect(&settings).await.expect("connect test backends");
         if options.no_worker {

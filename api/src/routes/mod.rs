@@ -4,6 +4,7 @@ pub(crate) mod audit;
 pub(crate) mod context;
 mod cursor;
 mod health;
+pub(crate) mod keys;
 pub(crate) mod memories;
 pub(crate) mod ops;
 pub(crate) mod prompts;
@@ -17,7 +18,7 @@ use std::time::Instant;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use shared::metrics;
 use shared::telemetry::propagate::{TraceContext, TRACEPARENT, TRACESTATE};
@@ -29,10 +30,30 @@ use crate::state::AppState;
 
 const REQUEST_ID_HEADER: &str = "x-request-id";
 
+/// Every route, the probes included.
 pub fn router(state: AppState) -> Router {
+    app(state, true)
+}
+
+/// `/healthz`, `/readyz` and `/metrics` alone, for their own address (`SEDIMENT_HEALTH_LISTEN`).
+pub(crate) fn probes(state: AppState) -> Router {
+    probe_routes().fallback(not_found).with_state(state)
+}
+
+fn probe_routes() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+}
+
+/// The API's routes; the probes only with `with_probes` (else they live on their own address).
+pub(crate) fn app(state: AppState, with_probes: bool) -> Router {
     let body_limit = state.limits.max_body_bytes;
     let request_id = axum::http::HeaderName::from_static(REQUEST_ID_HEADER);
-    Router::new()
+    // Every /v1 route, each behind the authentication middleware (`auth`); the routes outside
+    // it (health, metrics, the ops page with its own rule) are open.
+    let v1 = Router::new()
         .route(
             "/v1/sessions/{session_id}/messages",
             post(sessions::append).get(sessions::list),
@@ -57,9 +78,19 @@ pub fn router(state: AppState) -> Router {
             "/v1/prompts/{template_id}",
             get(prompts::get).put(prompts::put).delete(prompts::delete),
         )
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
+        .route("/v1/admin/keys", post(keys::create).get(keys::list))
+        .route("/v1/admin/keys/{key_id}", delete(keys::revoke))
+        .route_layer(middleware::from_fn_with_state(
+            state.auth.clone(),
+            crate::auth::authenticate,
+        ));
+    let routes = Router::new().merge(v1);
+    let routes = if with_probes {
+        routes.merge(probe_routes())
+    } else {
+        routes
+    };
+    routes
         .merge(ops::routes())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))

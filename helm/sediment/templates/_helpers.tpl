@@ -66,7 +66,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Environment variables the chart sets itself; `config` may not set them. */}}
 {{- define "sediment.managedEnv" -}}
-{{- list "SEDIMENT_DATABASE_URL" "SEDIMENT_AMQP_URL" "SEDIMENT_AMQP_PREFIX" "SEDIMENT_QDRANT_URL" "SEDIMENT_QDRANT_COLLECTION" "SEDIMENT_QDRANT_API_KEY" "SEDIMENT_EMBEDDING" "SEDIMENT_EMBEDDING_URL" "SEDIMENT_EMBEDDING_MODEL" "SEDIMENT_EMBEDDING_DIMENSION" "SEDIMENT_EMBEDDING_API_KEY" "SEDIMENT_MODEL_DIR" "SEDIMENT_LLM_URL" "SEDIMENT_LLM_MODEL" "SEDIMENT_LLM_API_KEY" "SEDIMENT_LISTEN" "SEDIMENT_WORKER_HEALTH_LISTEN" "SEDIMENT_SHUTDOWN_DEADLINE_MS" "SEDIMENT_S3_BUCKET" "SEDIMENT_S3_ENDPOINT" "SEDIMENT_S3_REGION" "SEDIMENT_S3_PATH_STYLE" "SEDIMENT_S3_PREFIX" "SEDIMENT_S3_ACCESS_KEY_ID" "SEDIMENT_S3_SECRET_ACCESS_KEY" "SEDIMENT_FILES_DIR" "SEDIMENT_LAYERS" "SEDIMENT_EXTRACT" | concat (keys (include "sediment.layerEnv" . | fromYaml)) | toJson }}
+{{- list "SEDIMENT_DATABASE_URL" "SEDIMENT_AMQP_URL" "SEDIMENT_AMQP_PREFIX" "SEDIMENT_QDRANT_URL" "SEDIMENT_QDRANT_COLLECTION" "SEDIMENT_QDRANT_API_KEY" "SEDIMENT_EMBEDDING" "SEDIMENT_EMBEDDING_URL" "SEDIMENT_EMBEDDING_MODEL" "SEDIMENT_EMBEDDING_DIMENSION" "SEDIMENT_EMBEDDING_API_KEY" "SEDIMENT_MODEL_DIR" "SEDIMENT_LLM_URL" "SEDIMENT_LLM_MODEL" "SEDIMENT_LLM_API_KEY" "SEDIMENT_LISTEN" "SEDIMENT_WORKER_HEALTH_LISTEN" "SEDIMENT_SHUTDOWN_DEADLINE_MS" "SEDIMENT_S3_BUCKET" "SEDIMENT_S3_ENDPOINT" "SEDIMENT_S3_REGION" "SEDIMENT_S3_PATH_STYLE" "SEDIMENT_S3_PREFIX" "SEDIMENT_S3_ACCESS_KEY_ID" "SEDIMENT_S3_SECRET_ACCESS_KEY" "SEDIMENT_FILES_DIR" "SEDIMENT_LAYERS" "SEDIMENT_EXTRACT" "SEDIMENT_AUTH" "SEDIMENT_ADMIN_KEY" "SEDIMENT_ADMIN_KEY_FILE" "SEDIMENT_AUTH_KEY_CACHE_MS" | concat (keys (include "sediment.layerEnv" . | fromYaml)) | toJson }}
 {{- end }}
 
 {{/* "true" while the extract worker is deployed, else empty: L1 extraction runs at all. Every
@@ -150,6 +150,15 @@ Checks values the Kubernetes schemas cannot: fails the render with a message nam
 {{- fail (printf "secretEnv.%s: the chart already sets %s from its own values (see helm/README.md); set it there, not twice" $key $key) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- if not (kindIs "bool" .Values.auth.enabled) }}
+{{- fail (printf "auth.enabled must be true or false (got %s)" (toJson .Values.auth.enabled)) }}
+{{- end }}
+{{- if and .Values.auth.adminKey (lt (len (toString .Values.auth.adminKey)) 32) }}
+{{- fail "auth.adminKey must be at least 32 characters (it can create a key for any team)" }}
+{{- end }}
+{{- if not (regexMatch "^[1-9][0-9]*$" (toString .Values.auth.keyCacheMs)) }}
+{{- fail (printf "auth.keyCacheMs (SEDIMENT_AUTH_KEY_CACHE_MS) must be a whole number above 0 (got %s)" (toJson .Values.auth.keyCacheMs)) }}
 {{- end }}
 {{- if not (kindIs "bool" .Values.layers.enabled) }}
 {{- fail (printf "layers.enabled must be true or false (got %s)" (toJson .Values.layers.enabled)) }}
@@ -301,6 +310,10 @@ SEDIMENT_EXTRACT: {{ include "sediment.extract" . | empty | not | toString | quo
 {{ $env }}: {{ index $entry 1 | int64 | toString | quote }}
 {{- end }}
 SEDIMENT_SHUTDOWN_DEADLINE_MS: {{ .Values.shutdownDeadlineMs | int64 | toString | quote }}
+{{- if not .Values.auth.enabled }}
+SEDIMENT_AUTH: "off"
+{{- end }}
+SEDIMENT_AUTH_KEY_CACHE_MS: {{ .Values.auth.keyCacheMs | int64 | toString | quote }}
 {{- range $key, $value := .Values.config }}
 {{ $key }}: {{ $value | toString | quote }}
 {{- end }}
@@ -317,6 +330,9 @@ SEDIMENT_SHUTDOWN_DEADLINE_MS: {{ .Values.shutdownDeadlineMs | int64 | toString 
 {{/* The secret settings the chart's own values set (secretEnv aside). */}}
 {{- define "sediment.chartSecretData" -}}
 SEDIMENT_DATABASE_URL: {{ .Values.database.url | quote }}
+{{- if .Values.auth.enabled }}
+SEDIMENT_ADMIN_KEY: {{ include "sediment.adminKey" . | quote }}
+{{- end }}
 SEDIMENT_AMQP_URL: {{ .Values.rabbitmq.url | quote }}
 {{- with .Values.qdrant.apiKey }}
 SEDIMENT_QDRANT_API_KEY: {{ . | quote }}
@@ -331,6 +347,22 @@ SEDIMENT_LLM_API_KEY: {{ . | quote }}
 {{- if and .bucket (not .existingSecret) .accessKeyId }}
 SEDIMENT_S3_ACCESS_KEY_ID: {{ .accessKeyId | quote }}
 SEDIMENT_S3_SECRET_ACCESS_KEY: {{ .secretAccessKey | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The admin key: auth.adminKey, else the one the release's Secret already holds (so an
+upgrade keeps it), else a new random one. */}}
+{{- define "sediment.adminKey" -}}
+{{- if .Values.auth.adminKey }}
+{{- .Values.auth.adminKey }}
+{{- else }}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace (include "sediment.fullname" .) }}
+{{- $existing := dig "data" "SEDIMENT_ADMIN_KEY" "" ($secret | default dict) }}
+{{- if $existing }}
+{{- $existing | b64dec }}
+{{- else }}
+{{- randAlphaNum 48 }}
 {{- end }}
 {{- end }}
 {{- end }}

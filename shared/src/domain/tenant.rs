@@ -25,7 +25,9 @@ impl Tenant {
     }
 }
 
-fn tenant_id(field: &'static str, value: Option<&str>) -> Result<String, ValidationError> {
+/// Validates one team, agent or user id given on its own (an API key's team and agents): not
+/// blank, at most [`MAX_ID_LEN`] characters, no control characters. Returns it trimmed.
+pub fn tenant_id(field: &'static str, value: Option<&str>) -> Result<String, ValidationError> {
     let value = value.map(str::trim).filter(|v| !v.is_empty());
     let Some(value) = value else {
         return Err(ValidationError::MissingTenant(field));

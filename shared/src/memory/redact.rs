@@ -5,7 +5,7 @@
 //! forms only the value is masked (`DB_PASSWORD=[REDACTED:password]`), so the memory still
 //! says *that* a password was set. Two families of patterns:
 //! - **recognizable formats**, masked wherever they appear: PEM private-key blocks, JWTs,
-//!   OpenAI/Anthropic `sk-…` and Stripe `sk_live_…` keys, AWS access key ids (`AKIA…`), GitHub
+//!   OpenAI/Anthropic `sk-…`, Stripe `sk_live_…` and sediment's own `sdmk_…` keys, AWS access key ids (`AKIA…`), GitHub
 //!   (`ghp_…`, `github_pat_…`), Slack (`xox?-…`, webhook URLs), Google (`AIza…`), `Bearer` and
 //!   `Basic` credentials, `scheme://user:password@host`;
 //! - **context**: the value after a secret-named key (`password=`, `passwd:`, `pwd=`,
@@ -260,7 +260,8 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         (SecretKind::GoogleApiKey, r"\b(?P<secret>AIza[0-9A-Za-z_-]{35})".into(), any),
         (
             SecretKind::ApiKey,
-            r"\b(?P<secret>sk-[A-Za-z0-9_-]{20,}|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,})".into(),
+            // sediment's own keys (`shared::auth`) too: a key pasted into a turn is a secret.
+            r"\b(?P<secret>sk-[A-Za-z0-9_-]{20,}|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|sdmk_[0-9a-f]{64})".into(),
             any,
         ),
         (
@@ -351,6 +352,11 @@ mod tests {
             1,
         ),
         ("stripe: sk_live_51HxYzAbCdEfGhIjKl", "stripe: [REDACTED:api_key]", 1),
+        (
+            "sediment key sdmk_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef here",
+            "sediment key [REDACTED:api_key] here",
+            1,
+        ),
         (
             "AWS key AKIAIOSFODNN7EXAMPLE in prod",
             "AWS key [REDACTED:aws_access_key] in prod",

@@ -19,6 +19,7 @@ pub mod audit;
 pub mod compaction;
 #[cfg(feature = "testing")]
 pub mod compaction_testsuite;
+pub mod keys;
 pub mod memory;
 #[cfg(feature = "testing")]
 pub mod memory_testsuite;

@@ -74,6 +74,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "append_write_volume",
         sql: include_str!("../../../migrations/V007__append_write_volume.sql"),
     },
+    Migration {
+        version: 8,
+        name: "api_keys",
+        sql: include_str!("../../../migrations/V008__api_keys.sql"),
+    },
 ];
 
 /// The advisory lock key that serializes `migrate` across replicas ("SEDIMENT" in ASCII).
@@ -85,6 +90,7 @@ const POOL_TIMEOUT: Duration = Duration::from_secs(10);
 
 mod audit;
 mod compaction;
+mod keys;
 mod memory;
 mod prompts;
 mod scene;

@@ -48,17 +48,19 @@ const SCHEMA: &[&str] = &[
     include_str!("sqlite/prompts.sql"),
     include_str!("sqlite/audit.sql"),
     include_str!("sqlite/scene.sql"),
+    include_str!("sqlite/keys.sql"),
 ];
 /// Recorded in `PRAGMA user_version`; a file written by a newer schema is refused. Bumped when
-/// a part adds tables (4: scenes and persona): every part is `IF NOT EXISTS`, so an older file
+/// a part adds tables (4: scenes and persona; 5: API keys): every part is `IF NOT EXISTS`, so an older file
 /// is upgraded in place on open, and an older build then refuses the file it cannot serve.
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 /// How long a call waits for another process's lock before it gives up as `Unavailable`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 mod audit;
 mod checkpoint;
 mod compaction;
+mod keys;
 mod memory;
 mod prompts;
 mod scene;

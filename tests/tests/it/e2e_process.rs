@@ -91,6 +91,7 @@ async fn sigkill_mid_indexing_loses_and_duplicates_nothing() {
         ("SEDIMENT_DATABASE_URL".into(), db.url.clone()),
         ("SEDIMENT_AMQP_URL".into(), amqp.url.clone()),
         ("SEDIMENT_AMQP_PREFIX".into(), amqp.prefix.clone()),
+        ("SEDIMENT_AUTH".into(), "off".into()),
         (
             "SEDIMENT_INDEX_DIR".into(),
             dir.path().join("index").display().to_string(),

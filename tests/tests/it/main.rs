@@ -1,6 +1,7 @@
 //! One integration test binary for the whole workspace (compiles once, runs in parallel).
 
 mod audit_log;
+mod auth;
 mod bus_conformance;
 mod compact_process;
 mod compaction_jobs;

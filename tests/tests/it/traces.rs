@@ -203,6 +203,7 @@ async fn one_append_is_one_trace_through_rabbitmq() {
         ("SEDIMENT_DATABASE_URL".into(), db.url.clone()),
         ("SEDIMENT_AMQP_URL".into(), amqp.url.clone()),
         ("SEDIMENT_AMQP_PREFIX".into(), amqp.prefix.clone()),
+        ("SEDIMENT_AUTH".into(), "off".into()),
         (
             "SEDIMENT_INDEX_DIR".into(),
             dir.path().join("index").display().to_string(),
