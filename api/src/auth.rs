@@ -29,6 +29,8 @@ use shared::store::keys::KeyStore;
 use uuid::Uuid;
 
 use crate::error::ApiError;
+use crate::extract::TEAM_HEADER;
+use crate::limit::RateLimiter;
 
 /// The prefix of every route only the operator's admin key may call.
 pub const ADMIN_ROUTES: &str = "/v1/admin/";
@@ -119,9 +121,17 @@ impl Auth {
     }
 }
 
+/// What the middleware of `/v1` needs: authentication and the per-team rate limit.
+#[derive(Clone)]
+pub struct Gate {
+    pub auth: Auth,
+    pub limiter: Option<Arc<RateLimiter>>,
+}
+
 /// The middleware of every `/v1` route: decides the [`Principal`] and whether it may call this
-/// route, and hands it to the handler.
-pub async fn authenticate(State(auth): State<Auth>, mut req: Request, next: Next) -> Response {
+/// route, applies the team's rate limit, and hands the principal to the handler.
+pub async fn authenticate(State(gate): State<Gate>, mut req: Request, next: Next) -> Response {
+    let Gate { auth, limiter } = gate;
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -139,10 +149,27 @@ pub async fn authenticate(State(auth): State<Auth>, mut req: Request, next: Next
         count("forbidden");
         return e.into_response();
     }
-    match &principal {
-        Principal::Open => {}
-        Principal::Operator => count("admin"),
-        Principal::Key(_) => count("key"),
+    // The team a limit applies to: the key's, or with auth off the one the caller names.
+    let team = match &principal {
+        Principal::Open => req
+            .headers()
+            .get(TEAM_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(|t| t.trim().to_owned()),
+        Principal::Operator => {
+            count("admin");
+            None
+        }
+        Principal::Key(key) => {
+            count("key");
+            Some(key.team.clone())
+        }
+    };
+    if let (Some(limiter), Some(team)) = (&limiter, &team) {
+        if let Err(wait) = limiter.check(team) {
+            ::metrics::counter!(metrics::RATE_LIMITED).increment(1);
+            return ApiError::RateLimited(wait).into_response();
+        }
     }
     req.extensions_mut().insert(principal);
     next.run(req).await

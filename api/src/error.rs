@@ -33,6 +33,9 @@ pub enum ApiError {
     /// The caller may not use this endpoint from where it is.
     #[error("{0}")]
     Forbidden(String),
+    /// The team's rate limit is spent; a request may succeed after the duration.
+    #[error("the team's rate limit is exceeded; retry after {} ms", .0.as_millis())]
+    RateLimited(std::time::Duration),
     #[error("a backend is unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("internal error")]
@@ -58,6 +61,7 @@ impl ApiError {
             Self::NotFoundCode(code, _) => (StatusCode::NOT_FOUND, code),
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "backend_unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -81,7 +85,14 @@ impl IntoResponse for ApiError {
             | Self::NotFound(_)
             | Self::NotFoundCode(..)
             | Self::Unauthorized(_)
-            | Self::Forbidden(_) => self.to_string(),
+            | Self::Forbidden(_)
+            | Self::RateLimited(_) => self.to_string(),
+        };
+        // Whole seconds (RFC 9110), rounded up so that a retry at once is never too early.
+        let retry_after = if let Self::RateLimited(wait) = &self {
+            Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
+        } else {
+            None
         };
         let mut response = (status, Json(ErrorBody { code, message })).into_response();
         if status == StatusCode::UNAUTHORIZED {
@@ -89,6 +100,12 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,
                 axum::http::HeaderValue::from_static("Bearer realm=\"sediment\""),
+            );
+        }
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds.max(1)),
             );
         }
         response

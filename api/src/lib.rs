@@ -10,6 +10,7 @@
 mod auth;
 mod error;
 mod extract;
+mod limit;
 mod routes;
 mod state;
 

@@ -26,6 +26,8 @@ pub struct AppState {
     pub ops: std::sync::Arc<crate::routes::ops::Ops>,
     /// Who may call `/v1`; decided at start (`Auth::decide`).
     pub auth: crate::auth::Auth,
+    /// The per-team rate limit of this replica, if any.
+    pub limiter: Option<std::sync::Arc<crate::limit::RateLimiter>>,
 }
 
 /// How long a wake-up publish waits for the broker's confirm. The turns are already committed;
@@ -56,6 +58,9 @@ impl AppState {
             backends.index.clone(),
             backends.embedder.clone(),
         );
+        let limiter = limits
+            .rate_limit
+            .map(|limit| std::sync::Arc::new(crate::limit::RateLimiter::new(limit)));
         let recall = Recall::new(search.clone(), backends.memories.clone())
             .with_stable(StableSource::new(backends.scenes.clone(), backends.files.clone()));
         Self {
@@ -69,6 +74,7 @@ impl AppState {
             limits,
             metrics: shared::metrics::prometheus(),
             ops: Default::default(),
+            limiter,
             auth,
         }
     }

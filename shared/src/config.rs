@@ -56,6 +56,16 @@ pub struct Limits {
     pub max_search_limit: usize,
     /// Most turns one list call may return.
     pub max_list_limit: u32,
+    /// Requests per second each team may make of one API replica (`SEDIMENT_RATE_LIMIT_RPS`),
+    /// if limited.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A token bucket per team: `per_second` requests a second on average, up to `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub per_second: u32,
+    pub burst: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -698,6 +708,13 @@ impl Settings {
                 max_turns_per_request: positive(vars, "MAX_TURNS_PER_REQUEST", 1_000)?,
                 max_search_limit: positive(vars, "MAX_SEARCH_LIMIT", 100)?,
                 max_list_limit: positive(vars, "MAX_LIST_LIMIT", 1_000)?,
+                rate_limit: match parse::<u32>(vars, "RATE_LIMIT_RPS", 0)? {
+                    0 => None,
+                    per_second => Some(RateLimit {
+                        per_second,
+                        burst: positive(vars, "RATE_LIMIT_BURST", per_second.saturating_mul(2))?,
+                    }),
+                },
             },
             worker: WorkerSettings {
                 prefetch: positive(vars, "WORKER_PREFETCH", 32)?,
@@ -901,6 +918,23 @@ mod tests {
         assert!(err.to_string().starts_with("SEDIMENT_EMBEDDING"), "{err}");
         assert_eq!(auto.recall.fusion.rrf_k, 60);
         assert_eq!(auto.recall.timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn rate_limits_are_off_unless_set() {
+        assert_eq!(Settings::from_map(&HashMap::new()).unwrap().limits.rate_limit, None);
+        let on = Settings::from_map(&map(&[("RATE_LIMIT_RPS", "50")])).unwrap();
+        assert_eq!(
+            on.limits.rate_limit,
+            Some(RateLimit {
+                per_second: 50,
+                burst: 100
+            })
+        );
+        let burst = Settings::from_map(&map(&[("RATE_LIMIT_RPS", "5"), ("RATE_LIMIT_BURST", "7")])).unwrap();
+        assert_eq!(burst.limits.rate_limit.map(|r| r.burst), Some(7));
+        let err = Settings::from_map(&map(&[("RATE_LIMIT_RPS", "fast")])).unwrap_err();
+        assert!(err.to_string().starts_with("SEDIMENT_RATE_LIMIT_RPS"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub const HTTP_LATENCY: &str = "sediment_http_request_duration_seconds";
 /// Authentication decisions of `/v1` calls by `outcome`: `key`, `admin` (accepted), `missing`,
 /// `unknown` (401), `forbidden` (403), `unavailable` (the key store did not answer: 503).
 pub const AUTH_REQUESTS: &str = "sediment_auth_requests_total";
+/// `/v1` calls refused by a team's rate limit (429).
+pub const RATE_LIMITED: &str = "sediment_rate_limited_total";
 /// Key look-ups by `source`: `cache` (a replica's own recent read) or `store`.
 pub const AUTH_KEY_LOOKUPS: &str = "sediment_auth_key_lookups_total";
 /// Turns stored by the API (new ones, not idempotent replays).
@@ -156,6 +158,7 @@ pub fn describe() {
     describe_counter!(HTTP_REQUESTS, "HTTP requests by method, route and status");
     describe_histogram!(HTTP_LATENCY, Unit::Seconds, "HTTP request latency by method and route");
     describe_counter!(AUTH_REQUESTS, "authentication decisions of /v1 calls by outcome");
+    describe_counter!(RATE_LIMITED, "/v1 calls refused by a team's rate limit");
     describe_counter!(AUTH_KEY_LOOKUPS, "API key look-ups by source (cache or store)");
     describe_counter!(TURNS_INGESTED, "turns stored by the API");
     describe_counter!(

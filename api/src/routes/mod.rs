@@ -81,7 +81,10 @@ pub(crate) fn app(state: AppState, with_probes: bool) -> Router {
         .route("/v1/admin/keys", post(keys::create).get(keys::list))
         .route("/v1/admin/keys/{key_id}", delete(keys::revoke))
         .route_layer(middleware::from_fn_with_state(
-            state.auth.clone(),
+            crate::auth::Gate {
+                auth: state.auth.clone(),
+                limiter: state.limiter.clone(),
+            },
             crate::auth::authenticate,
         ));
     let routes = Router::new().merge(v1);

@@ -469,3 +469,41 @@ async fn probes_can_move_to_their_own_address() {
         "the probe address closes on shutdown"
     );
 }
+
+/// Each team has its own token bucket per replica: past its burst a call is 429
+/// `rate_limited` with `Retry-After`, and other teams are not slowed.
+#[tokio::test]
+async fn each_team_is_rate_limited_on_its_own() {
+    let app = app_with_auth(Mode::Embedded, &[("RATE_LIMIT_RPS", "1"), ("RATE_LIMIT_BURST", "2")]).await;
+    let (t, other) = (tenant(), tenant());
+    let (key, _) = create_key(&app, json!({ "team_id": t.team, "permission": "read" })).await;
+    let (other_key, _) = create_key(&app, json!({ "team_id": other.team, "permission": "read" })).await;
+    for _ in 0..2 {
+        let (status, body) = status_and_body(call(&app, Method::GET, "/v1/memories", Some(&key), Some(&t))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let response = call(&app, Method::GET, "/v1/memories", Some(&key), Some(&t))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = response.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=2).contains(&retry), "Retry-After {retry}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "rate_limited");
+    let (status, _) = status_and_body(call(&app, Method::GET, "/v1/memories", Some(&other_key), Some(&other))).await;
+    assert_eq!(status, StatusCode::OK, "another team keeps its own bucket");
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("sediment_rate_limited_total"),
+        "the refusal is counted"
+    );
+}

@@ -32,6 +32,7 @@ mod rules_extractor;
 mod runtime;
 mod scene_runs;
 mod scene_store;
+mod sql_lint;
 mod store_conformance;
 mod token_estimate;
 mod traces;
