@@ -346,8 +346,9 @@ async fn a_key_revoked_elsewhere_stops_within_the_cache_period() {
             break;
         }
         assert_eq!(status, StatusCode::OK);
+        // The bound is the cache period; the slack is for a loaded machine, not for the cache.
         assert!(
-            revoked.elapsed() < ttl * 4,
+            revoked.elapsed() < ttl + Duration::from_secs(5),
             "still accepted {:?} after revocation",
             revoked.elapsed()
         );
