@@ -25,6 +25,7 @@ mod layers_process;
 mod llm_chat;
 mod memory_store;
 mod migrate_only;
+mod no_egress;
 mod ops;
 mod prompt_store;
 mod retrieval_shaping;
