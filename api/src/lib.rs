@@ -1,6 +1,6 @@
 //! The sediment HTTP API: ingest of L0 turns, session reads and context, conversation search,
-//! recall, L1 memories, L2 scenes and the L3 persona, prompt overrides, the audit log and the
-//! ops page.
+//! recall, L1 memories, L2 scenes and the L3 persona, prompt overrides, the audit log, the
+//! ops page and the OpenAPI document of it all (`/openapi.json`).
 //!
 //! This crate adapts HTTP to calls into `shared` and holds no domain logic (STYLE R4). Whenever
 //! the search index lives in this process (Qdrant Edge), it also runs the workers that use the
@@ -11,6 +11,7 @@ mod auth;
 mod error;
 mod extract;
 mod limit;
+mod openapi;
 mod routes;
 mod state;
 
@@ -31,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::ApiError;
 pub use extract::{AGENT_HEADER, TEAM_HEADER, USER_HEADER};
+pub use openapi::ApiDoc;
 pub use routes::router;
 pub use state::AppState;
 

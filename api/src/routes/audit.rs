@@ -10,6 +10,7 @@ use shared::domain::Tenant;
 use shared::metrics;
 use shared::runtime::error_chain;
 use shared::store::audit::{AuditCursor, AuditEntry, AuditFilter};
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -63,29 +64,52 @@ pub(crate) fn record_later(state: &AppState, audited: Audited) {
     tokio::spawn(async move { record(&state, audited).await });
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    /// Only this action (`recall`, `memory.update`, ...).
     action: Option<String>,
+    /// RFC 3339; inclusive.
     since: Option<DateTime<Utc>>,
+    /// RFC 3339; exclusive.
     until: Option<DateTime<Utc>>,
+    /// 1 to 500; default 50.
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
+    /// The `next` of the previous page.
     cursor: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = AuditList)]
 pub struct ListResponse {
+    #[schema(value_type = Vec<crate::openapi::AuditEntryDoc>)]
     items: Vec<AuditEntry>,
+    /// The `cursor` of the next page, or `null` on the last one.
+    #[schema(required = true)]
     next: Option<String>,
 }
 
 /// The caller's tenant's entries, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/audit",
+    operation_id = "list_audit",
+    tag = "audit",
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page of the tenant's audit log (ids, never content)", body = ListResponse),
+        (status = 422, description = "invalid_request: limit out of range, a bad cursor or time, an unknown parameter", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn list(
     State(state): State<AppState>,
     TenantHeaders(headers): TenantHeaders,
-    Query(params): Query<ListParams>,
+    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ListResponse>, ApiError> {
     let tenant = tenant_from(&headers, None, None, None)?;
+    let Query(params) = params.map_err(|e| ApiError::Invalid(e.body_text()))?;
     let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
     if limit == 0 || limit > MAX_LIMIT {
         return Err(ApiError::Invalid(format!("limit: must be between 1 and {MAX_LIMIT}")));

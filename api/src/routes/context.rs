@@ -10,6 +10,7 @@ use shared::context::window::ContextMessage;
 use shared::context::ContextError;
 use shared::domain::SessionId;
 use shared::store::compaction::{CompactionRecord, RequestOutcome};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
 use crate::extract::TenantHeaders;
@@ -22,17 +23,25 @@ fn api_error(e: ContextError) -> ApiError {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ContextParams {
+    /// The model's context window, in tokens (required).
+    #[param(required = true)]
     window_tokens: Option<u64>,
 }
 
-#[derive(Serialize)]
+/// A message of the window to send.
+#[derive(Serialize, ToSchema)]
+#[schema(as = ContextMessage)]
 pub struct MessageView {
+    /// `system` for the summary.
+    #[schema(value_type = crate::openapi::RoleDoc)]
     role: &'static str,
     content: String,
     /// `None` for the summary, which stands for many turns.
+    #[schema(required = true)]
     seq: Option<i64>,
 }
 
@@ -46,7 +55,7 @@ impl From<ContextMessage> for MessageView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct CompactionHint {
     /// The window was over 75 % with turns a compaction could fold in.
     due: bool,
@@ -55,7 +64,8 @@ pub struct CompactionHint {
     queued: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = SessionContext)]
 pub struct ContextResponse {
     session_id: String,
     window_tokens: u64,
@@ -67,6 +77,19 @@ pub struct ContextResponse {
     compaction: CompactionHint,
 }
 
+/// The window to send: L1 truncation and L2 summary reuse; queues an L3 compaction when due.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session_id}/context",
+    operation_id = "session_context",
+    tag = "sessions",
+    params(("session_id" = String, Path, description = "The session"), ContextParams),
+    responses(
+        (status = 200, description = "The messages to send, within the window", body = ContextResponse),
+        (status = 404, description = "not_found: no such session for this tenant", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: window_tokens missing or not valid, an unknown parameter", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn context(
     State(state): State<AppState>,
     Path(session_id): Path<String>,
@@ -103,27 +126,50 @@ pub async fn context(
 }
 
 /// `GET /compaction`, and the body of `POST /compact` (with `queued`).
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = Compaction)]
 pub struct CompactionView {
     session_id: String,
     /// `none`, `pending`, `success` or `failed`.
+    #[schema(value_type = CompactionStatus)]
     status: &'static str,
     /// Of the stored summary (kept while a newer job runs or after one fails).
+    #[schema(required = true)]
     token_count: Option<i64>,
+    #[schema(required = true)]
     message_count: Option<i64>,
+    #[schema(required = true)]
     last_seq: Option<i64>,
+    #[schema(required = true)]
     compressed_at: Option<DateTime<Utc>>,
     /// The last failure; cleared by a success.
+    #[schema(required = true)]
     error: Option<String>,
     attempts: i32,
+    #[schema(required = true)]
     requested_at: Option<DateTime<Utc>>,
     /// When a failed job will be retried by the worker.
+    #[schema(required = true)]
     retry_at: Option<DateTime<Utc>>,
+    #[schema(required = true)]
     summarizer: Option<String>,
     /// The ten dimensions of the stored summary.
+    #[schema(required = true, value_type = Option<Object>)]
     summary: Option<serde_json::Value>,
+    /// Whether this call queued the job (`POST /compact` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     queued: Option<bool>,
+}
+
+/// A compaction's state.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)] // Names the values of `CompactionView::status`.
+enum CompactionStatus {
+    None,
+    Pending,
+    Success,
+    Failed,
 }
 
 impl CompactionView {
@@ -164,6 +210,17 @@ impl CompactionView {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session_id}/compaction",
+    operation_id = "session_compaction",
+    tag = "sessions",
+    params(("session_id" = String, Path, description = "The session")),
+    responses(
+        (status = 200, description = "The session's L3 compaction: its job and stored summary", body = CompactionView),
+        (status = 404, description = "not_found: no such session for this tenant", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn compaction(
     State(state): State<AppState>,
     Path(session_id): Path<String>,
@@ -177,6 +234,17 @@ pub async fn compaction(
 
 /// Forces a compaction: 202 with the job's state and whether this call queued it (a live job
 /// is left alone and reported).
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session_id}/compact",
+    operation_id = "compact_session",
+    tag = "sessions",
+    params(("session_id" = String, Path, description = "The session")),
+    responses(
+        (status = 202, description = "The job's state, with `queued`", body = CompactionView),
+        (status = 404, description = "not_found: no such session for this tenant", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn compact(
     State(state): State<AppState>,
     Path(session_id): Path<String>,

@@ -8,13 +8,14 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::auth::{ApiKey, IssuedKey, Permission};
 use shared::domain::tenant_id;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::extract::AppJson;
 use crate::state::AppState;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateKey {
     team_id: String,
@@ -23,22 +24,32 @@ pub struct CreateKey {
     agents: Option<Vec<String>>,
     /// `read`, `write` (the default) or `admin`.
     #[serde(default)]
+    #[schema(value_type = Option<crate::openapi::PermissionDoc>)]
     permission: Option<String>,
     #[serde(default)]
     name: Option<String>,
 }
 
 /// A key as the API shows it: never the secret, except once in [`Created`].
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = ApiKey)]
 pub struct KeyView {
     id: Uuid,
     team_id: String,
+    /// The agents it may act as; `null`: every agent of the team.
+    #[schema(required = true)]
     agents: Option<Vec<String>>,
+    #[schema(value_type = crate::openapi::PermissionDoc)]
     permission: Permission,
+    #[schema(required = true)]
     name: Option<String>,
+    /// The secret's first characters, to tell keys apart.
     prefix: String,
     created_at: DateTime<Utc>,
+    /// Exact to `SEDIMENT_AUTH_KEY_CACHE_MS`.
+    #[schema(required = true)]
     last_used_at: Option<DateTime<Utc>>,
+    #[schema(required = true)]
     revoked_at: Option<DateTime<Utc>>,
 }
 
@@ -58,7 +69,9 @@ impl From<ApiKey> for KeyView {
     }
 }
 
-#[derive(Serialize)]
+/// A new key with its secret.
+#[derive(Serialize, ToSchema)]
+#[schema(as = CreatedApiKey)]
 pub struct Created {
     /// The secret: shown here once, never again.
     key: String,
@@ -66,6 +79,21 @@ pub struct Created {
     view: KeyView,
 }
 
+/// Makes a team's API key.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/keys",
+    operation_id = "create_api_key",
+    tag = "admin",
+    request_body(content = CreateKey, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The key with its secret `key`, shown this once", body = Created),
+        (status = 400, description = "malformed_json, or missing_tenant: a blank team_id or agent", body = crate::openapi::ErrorBody),
+        (status = 413, description = "payload_too_large", body = crate::openapi::ErrorBody),
+        (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a body of the wrong shape, a bad team or agent id, an unknown permission", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn create(
     State(state): State<AppState>,
     AppJson(body): AppJson<CreateKey>,
@@ -88,17 +116,33 @@ pub async fn create(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only this team's keys.
     team_id: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = ApiKeyList)]
 pub struct KeyList {
     items: Vec<KeyView>,
 }
 
+/// Every key (without secrets), newest first, revoked keys included.
+#[utoipa::path(
+    get,
+    path = "/v1/admin/keys",
+    operation_id = "list_api_keys",
+    tag = "admin",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "The keys", body = KeyList),
+        (status = 400, description = "missing_tenant: a blank team_id", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a bad team_id, an unknown parameter", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn list(
     State(state): State<AppState>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
@@ -117,6 +161,17 @@ pub async fn list(
 
 /// Revokes a key: 200 with the key and its `revoked_at` (the first revocation's, when revoked
 /// before), 404 for an id no key has.
+#[utoipa::path(
+    delete,
+    path = "/v1/admin/keys/{key_id}",
+    operation_id = "revoke_api_key",
+    tag = "admin",
+    params(("key_id" = String, Path, description = "The key's id (a UUID; anything else is 404)")),
+    responses(
+        (status = 200, description = "The key with its `revoked_at`", body = KeyView),
+        (status = 404, description = "not_found: no key has this id", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn revoke(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<KeyView>, ApiError> {
     let not_found = || ApiError::NotFound("no API key has this id".into());
     let id = Uuid::parse_str(&id).map_err(|_| not_found())?;

@@ -9,6 +9,7 @@ use shared::domain::Tenant;
 use shared::memory::{Category, Memory, MemoryStatus, MAX_PRIORITY};
 use shared::runtime::error_chain;
 use shared::store::memory::{MemoryCursor, MemoryFilter, MemoryPatch, ProvenanceRecord, LAYER_L1};
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -23,17 +24,28 @@ const MAX_LIMIT: u32 = 500;
 const MAX_CONTENT_CHARS: usize = 4_000;
 
 /// A memory as the API shows it (the tenant is the caller's own, so it is left out).
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = Memory)]
 pub struct MemoryView {
     id: Uuid,
     content: String,
+    #[schema(value_type = crate::openapi::CategoryDoc)]
     category: Category,
+    /// 0 to 100.
+    #[schema(maximum = 100)]
     priority: u8,
+    #[schema(required = true)]
     scene: Option<String>,
+    #[schema(value_type = crate::openapi::MemoryStatusDoc)]
     status: MemoryStatus,
+    /// When what it says happened, as the extractor read it.
+    #[schema(required = true)]
     occurred_at: Option<String>,
+    /// The L0 turns it was made from.
     source_message_ids: Vec<Uuid>,
     session_id: String,
+    /// The memory that replaced it, once archived.
+    #[schema(required = true)]
     superseded_by: Option<Uuid>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -58,23 +70,34 @@ impl From<Memory> for MemoryView {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    #[param(value_type = Option<crate::openapi::CategoryDoc>)]
     category: Option<String>,
     scene: Option<String>,
+    /// Default: both.
+    #[param(value_type = Option<crate::openapi::MemoryStatusDoc>)]
     status: Option<String>,
     session_id: Option<String>,
+    /// RFC 3339; inclusive.
     created_after: Option<DateTime<Utc>>,
+    /// RFC 3339; exclusive.
     created_before: Option<DateTime<Utc>>,
+    /// 1 to 500; default 50.
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
+    /// The `next` of the previous page.
     cursor: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = MemoryList)]
 pub struct ListResponse {
     items: Vec<MemoryView>,
     /// The `cursor` of the next page, or `null` on the last one.
+    #[schema(required = true)]
     next: Option<String>,
 }
 
@@ -85,12 +108,25 @@ fn category(name: &str) -> Result<Category, ApiError> {
     })
 }
 
+/// The tenant's L1 memories, newest first, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/v1/memories",
+    operation_id = "list_memories",
+    tag = "memories",
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page of memories", body = ListResponse),
+        (status = 422, description = "invalid_request: an unknown category or status, limit out of range, a bad cursor or time, an unknown parameter", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn list(
     State(state): State<AppState>,
     TenantHeaders(headers): TenantHeaders,
-    Query(params): Query<ListParams>,
+    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ListResponse>, ApiError> {
     let tenant = tenant_from(&headers, None, None, None)?;
+    let Query(params) = params.map_err(|e| ApiError::Invalid(e.body_text()))?;
     let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
     if limit == 0 || limit > MAX_LIMIT {
         return Err(ApiError::Invalid(format!("limit: must be between 1 and {MAX_LIMIT}")));
@@ -135,7 +171,9 @@ pub async fn list(
     }))
 }
 
-#[derive(Serialize)]
+/// A memory with its history and provenance.
+#[derive(Serialize, ToSchema)]
+#[schema(as = MemoryDetail)]
 pub struct DetailResponse {
     #[serde(flatten)]
     memory: MemoryView,
@@ -145,15 +183,21 @@ pub struct DetailResponse {
     provenance: Vec<ProvenanceView>,
 }
 
-#[derive(Serialize)]
+/// One step in a memory's making or change.
+#[derive(Serialize, ToSchema)]
+#[schema(as = MemoryProvenance)]
 pub struct ProvenanceView {
     id: Uuid,
     layer: String,
+    /// What happened: `add`, `update`, `merge`, `correction`, ...
     event: String,
+    #[schema(required = true, value_type = Option<crate::openapi::TemplateRefDoc>)]
     template: Option<shared::memory::TemplateRef>,
+    #[schema(required = true)]
     model: Option<String>,
     input_message_ids: Vec<Uuid>,
     sibling_ids: Vec<Uuid>,
+    #[schema(value_type = Object)]
     detail: serde_json::Value,
     started_at: DateTime<Utc>,
     duration_ms: i64,
@@ -180,6 +224,17 @@ fn memory_id(text: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(text).map_err(|_| ApiError::NotFound("memory not found".into()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/memories/{memory_id}",
+    operation_id = "get_memory",
+    tag = "memories",
+    params(("memory_id" = String, Path, description = "The memory's id (a UUID; anything else is 404)")),
+    responses(
+        (status = 200, description = "The memory, the memories it replaced (newest first) and its provenance (oldest first)", body = DetailResponse),
+        (status = 404, description = "not_found", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -203,15 +258,24 @@ pub async fn get(
 }
 
 /// A user's correction. `scene` and `occurred_at` may be `null` to clear them.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = MemoryPatch, min_properties = 1)]
 pub struct PatchRequest {
+    /// Not blank, at most 4000 characters; secrets are masked before it is stored.
     content: Option<String>,
+    #[schema(value_type = Option<crate::openapi::CategoryDoc>)]
     category: Option<String>,
+    /// 0 to 100.
+    #[schema(maximum = 100)]
     priority: Option<u8>,
+    /// `null` clears it.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
     scene: Option<Option<String>>,
+    /// `null` clears it.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
     occurred_at: Option<Option<String>>,
 }
 
@@ -220,6 +284,24 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
     Option::<String>::deserialize(d).map(Some)
 }
 
+/// A user's correction, recorded in provenance with the values before; the index follows at
+/// once.
+#[utoipa::path(
+    patch,
+    path = "/v1/memories/{memory_id}",
+    operation_id = "update_memory",
+    tag = "memories",
+    params(("memory_id" = String, Path, description = "The memory's id (a UUID; anything else is 404)")),
+    request_body(content = PatchRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The memory as corrected", body = MemoryView),
+        (status = 400, description = "malformed_json", body = crate::openapi::ErrorBody),
+        (status = 413, description = "payload_too_large", body = crate::openapi::ErrorBody),
+        (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
+        (status = 404, description = "not_found", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a body of the wrong shape, nothing to change, empty or too long content, an unknown category, priority over 100", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn patch(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -317,6 +399,18 @@ pub async fn patch(
     Ok(Json(updated.into()))
 }
 
+/// Removes the memory from the store and the index.
+#[utoipa::path(
+    delete,
+    path = "/v1/memories/{memory_id}",
+    operation_id = "delete_memory",
+    tag = "memories",
+    params(("memory_id" = String, Path, description = "The memory's id (a UUID; anything else is 404)")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "not_found", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -3,7 +3,7 @@
 pub(crate) mod audit;
 pub(crate) mod context;
 mod cursor;
-mod health;
+pub(crate) mod health;
 pub(crate) mod keys;
 pub(crate) mod memories;
 pub(crate) mod ops;
@@ -95,6 +95,8 @@ pub(crate) fn app(state: AppState, with_probes: bool) -> Router {
     };
     routes
         .merge(ops::routes())
+        // Open, like the probes: it describes the API, and holds no data.
+        .route("/openapi.json", get(crate::openapi::openapi_json))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn(record_metrics))

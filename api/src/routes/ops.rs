@@ -75,7 +75,20 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/ops", get(page)).route("/ops/state", get(state))
 }
 
-async fn page(State(app): State<AppState>, request: Request) -> Response {
+/// The ops page (HTML). Without `SEDIMENT_OPS_TOKEN` only loopback peers get it (403
+/// otherwise); with one, anyone gets the data-less page, whose script asks for the token.
+#[utoipa::path(
+    get,
+    path = "/ops",
+    operation_id = "ops_page",
+    tag = "ops",
+    responses(
+        (status = 200, description = "The page", body = String, content_type = "text/html; charset=utf-8"),
+        (status = 403, description = "forbidden: not a loopback peer, and no ops token is set", body = crate::openapi::ErrorBody),
+        (status = 404, description = "not_found: `SEDIMENT_OPS_ENABLED=false`", body = crate::openapi::ErrorBody),
+    ),
+)]
+pub(crate) async fn page(State(app): State<AppState>, request: Request) -> Response {
     let peer = peer_of(&request);
     // With a token the page is a data-less shell whose script asks for the token.
     let result = if app.ops.settings.token.is_some() && app.ops.settings.enabled {
@@ -105,7 +118,22 @@ async fn page(State(app): State<AppState>, request: Request) -> Response {
         .into_response()
 }
 
-async fn state(State(app): State<AppState>, request: Request) -> Response {
+/// The JSON the ops page polls. Without `SEDIMENT_OPS_TOKEN`: loopback peers only; with it:
+/// everyone must send it.
+#[utoipa::path(
+    get,
+    path = "/ops/state",
+    operation_id = "ops_state",
+    tag = "ops",
+    security((), ("ops_token" = [])),
+    responses(
+        (status = 200, description = "Queues, lag, workers, recent failures and the L1 funnel", body = crate::openapi::OpsStateDoc),
+        (status = 401, description = "unauthorized: an ops token is set and was not sent", body = crate::openapi::ErrorBody),
+        (status = 403, description = "forbidden: not a loopback peer, and no ops token is set", body = crate::openapi::ErrorBody),
+        (status = 404, description = "not_found: `SEDIMENT_OPS_ENABLED=false`", body = crate::openapi::ErrorBody),
+    ),
+)]
+pub(crate) async fn state(State(app): State<AppState>, request: Request) -> Response {
     if let Err(e) = check_access(&app.ops.settings, peer_of(&request), request.headers()) {
         return refusal(e);
     }

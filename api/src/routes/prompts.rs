@@ -14,14 +14,18 @@ use shared::llm::{EffectiveTemplate, OverrideLevel, TemplateId};
 use shared::memory::TemplateRef;
 use shared::store::prompts::{NewPrompt, PromptScope, PutOutcome, StoredPrompt};
 
+use utoipa::{IntoParams, ToSchema};
+
 use super::audit::{self, Audited};
 use crate::error::ApiError;
 use crate::extract::{tenant_from, AppJson, TenantHeaders};
 use crate::state::AppState;
 
 /// A stored override as the API shows it. The content is left out of listings.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = PromptOverride)]
 pub struct OverrideView {
+    #[schema(value_type = OverrideLevelDoc)]
     level: &'static str,
     version: String,
     /// SHA-256 (hex) of `content`: the `hash` provenance records when it is used.
@@ -48,24 +52,41 @@ impl OverrideView {
 }
 
 /// One template for the caller: what a call made now would use, and the active overrides.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = PromptTemplate)]
 pub struct TemplateView {
+    #[schema(value_type = String)]
     id: &'static str,
     /// Id, version, source (`builtin`, `instance`, `team` or `agent`) and hash.
+    #[schema(value_type = crate::openapi::TemplateRefDoc)]
     effective: TemplateRef,
     /// The effective text (detail only).
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<String>,
+    /// The team's active override.
+    #[schema(required = true)]
     team: Option<OverrideView>,
+    /// The agent's active override.
+    #[schema(required = true)]
     agent: Option<OverrideView>,
     /// Every stored version at the caller's team and agent levels, newest first (detail only).
     #[serde(skip_serializing_if = "Option::is_none")]
     history: Option<Vec<OverrideView>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = PromptList)]
 pub struct ListResponse {
     items: Vec<TemplateView>,
+}
+
+/// An override's level.
+#[derive(ToSchema)]
+#[schema(as = OverrideLevel, rename_all = "lowercase")]
+#[allow(dead_code)] // Names the values `OverrideLevel::parse` accepts.
+pub(crate) enum OverrideLevelDoc {
+    Team,
+    Agent,
 }
 
 fn template_id(text: &str) -> Result<TemplateId, ApiError> {
@@ -99,6 +120,14 @@ fn by_level(active: &[StoredPrompt], id: TemplateId) -> (Option<StoredPrompt>, O
     (find(OverrideLevel::Team), find(OverrideLevel::Agent))
 }
 
+/// Every prompt template for the caller: the effective one and the active overrides.
+#[utoipa::path(
+    get,
+    path = "/v1/prompts",
+    operation_id = "list_prompts",
+    tag = "prompts",
+    responses((status = 200, description = "Every template, without contents", body = ListResponse)),
+)]
 pub async fn list(
     State(state): State<AppState>,
     TenantHeaders(headers): TenantHeaders,
@@ -120,6 +149,17 @@ pub async fn list(
     Ok(Json(ListResponse { items }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/prompts/{template_id}",
+    operation_id = "get_prompt",
+    tag = "prompts",
+    params(("template_id" = String, Path, description = "A prompt template id (`GET /v1/prompts` lists them); an unknown one is 404")),
+    responses(
+        (status = 200, description = "The template with the effective `content`, the overrides' `content` and `history` (newest first)", body = TemplateView),
+        (status = 404, description = "not_found: no such template", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -143,23 +183,47 @@ pub async fn get(
 }
 
 /// A new version of the caller's team or agent override.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = PromptPut)]
 pub struct PutRequest {
+    #[schema(value_type = OverrideLevelDoc)]
     level: String,
+    /// A name for this text; a known version with another text is 422.
     version: String,
     content: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = PromptPutResult)]
 pub struct PutResponse {
+    #[schema(value_type = String)]
     id: &'static str,
     #[serde(flatten)]
     stored: OverrideView,
     /// What a call made now uses (an agent override still wins over a new team one).
+    #[schema(value_type = crate::openapi::TemplateRefDoc)]
     effective: TemplateRef,
 }
 
+/// Stores a version of the caller's team or agent override and makes it active.
+#[utoipa::path(
+    put,
+    path = "/v1/prompts/{template_id}",
+    operation_id = "put_prompt",
+    tag = "prompts",
+    params(("template_id" = String, Path, description = "A prompt template id (`GET /v1/prompts` lists them); an unknown one is 404")),
+    request_body(content = PutRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "A new version, stored and active", body = PutResponse),
+        (status = 200, description = "Unchanged, or an old version made active again", body = PutResponse),
+        (status = 400, description = "malformed_json", body = crate::openapi::ErrorBody),
+        (status = 413, description = "payload_too_large", body = crate::openapi::ErrorBody),
+        (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
+        (status = 404, description = "not_found: no such template", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a body of the wrong shape, a bad level, version or content, a known version with another text", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn put(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -215,19 +279,36 @@ pub async fn put(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct DeleteParams {
+    /// The override to deactivate (required).
+    #[param(required = true, value_type = Option<OverrideLevelDoc>)]
     level: Option<String>,
 }
 
+/// Deactivates the caller's override (kept in `history`).
+#[utoipa::path(
+    delete,
+    path = "/v1/prompts/{template_id}",
+    operation_id = "delete_prompt",
+    tag = "prompts",
+    params(("template_id" = String, Path, description = "A prompt template id (`GET /v1/prompts` lists them); an unknown one is 404"), DeleteParams),
+    responses(
+        (status = 204, description = "Deactivated"),
+        (status = 404, description = "not_found: no such template, or no active override at this level", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: level missing or unknown, an unknown parameter", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
     TenantHeaders(headers): TenantHeaders,
-    Query(params): Query<DeleteParams>,
+    params: Result<Query<DeleteParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<StatusCode, ApiError> {
     let tenant = tenant_from(&headers, None, None, None)?;
+    let Query(params) = params.map_err(|e| ApiError::Invalid(e.body_text()))?;
     let id = template_id(&id)?;
     let level = level(
         params

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use shared::domain::SessionId;
 use shared::index::Strategy;
 use shared::recall::{Budget, RecallRequest, RecallResponse};
+use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::extract::{tenant_from, AppJson, TenantHeaders};
@@ -21,14 +22,22 @@ use crate::state::AppState;
 /// Longest deadline a caller may ask for.
 const MAX_TIMEOUT_MS: u64 = 60_000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecallBody {
+    /// The new message: not blank, at most 4096 characters.
     query: String,
+    /// The current session: its turns are searched besides the tenant's memories.
     session_id: Option<String>,
+    /// Default `hybrid`.
+    #[schema(value_type = Option<crate::openapi::StrategyDoc>)]
     strategy: Option<Strategy>,
+    /// 1 to `SEDIMENT_MAX_SEARCH_LIMIT` (100); default `SEDIMENT_RECALL_LIMIT` (10).
+    #[schema(minimum = 1)]
     limit: Option<usize>,
     budget: Option<BudgetBody>,
+    /// The deadline, 1 to 60000 ms; default `SEDIMENT_RECALL_TIMEOUT_MS` (5000).
+    #[schema(minimum = 1, maximum = 60000)]
     timeout_ms: Option<u64>,
     /// Re-rank by recency (off unless the instance turns it on by default).
     recency: Option<bool>,
@@ -37,12 +46,34 @@ pub struct RecallBody {
     user_id: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// Caps in Unicode code points.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = RecallBudget)]
 pub struct BudgetBody {
+    /// Per item; default `SEDIMENT_RECALL_ITEM_CHARS` (1000).
+    #[schema(minimum = 1)]
     item_chars: Option<usize>,
+    /// For all items; default `SEDIMENT_RECALL_TOTAL_CHARS` (6000).
+    #[schema(minimum = 1)]
     total_chars: Option<usize>,
 }
+
+/// Answers 200 even when a backend fails or the deadline passes: `errors` says what is missing.
+#[utoipa::path(
+    post,
+    path = "/v1/recall",
+    operation_id = "recall",
+    tag = "recall",
+    request_body(content = RecallBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The stable part (for the system prompt) and the dynamic part (for the user message)", body = crate::openapi::RecallResponseDoc),
+        (status = 400, description = "malformed_json", body = crate::openapi::ErrorBody),
+        (status = 413, description = "payload_too_large", body = crate::openapi::ErrorBody),
+        (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a body of the wrong shape, a blank or too long query, limit, budget or timeout_ms out of range", body = crate::openapi::ErrorBody),
+    ),
+)]
 
 pub async fn recall(
     State(state): State<AppState>,

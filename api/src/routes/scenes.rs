@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use shared::files::FileError;
 use shared::store::scene::{ArtifactProvenance, SceneRow, LAYER_L2, LAYER_L3};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -16,7 +17,8 @@ use crate::state::AppState;
 /// Provenance records shown with a scene or the persona, newest first.
 const PROVENANCE_LIMIT: u32 = 20;
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = Scene)]
 pub struct SceneView {
     id: Uuid,
     name: String,
@@ -44,12 +46,20 @@ impl From<SceneRow> for SceneView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = SceneList)]
 pub struct ListResponse {
     items: Vec<SceneView>,
 }
 
 /// `GET /v1/scenes`: the caller's active scenes, most recently updated first.
+#[utoipa::path(
+    get,
+    path = "/v1/scenes",
+    operation_id = "list_scenes",
+    tag = "scenes",
+    responses((status = 200, description = "The active scenes, most recently updated first", body = ListResponse)),
+)]
 pub async fn list(
     State(state): State<AppState>,
     TenantHeaders(headers): TenantHeaders,
@@ -61,14 +71,19 @@ pub async fn list(
     }))
 }
 
-#[derive(Serialize)]
+/// One run that built or changed a scene or the persona.
+#[derive(Serialize, ToSchema)]
+#[schema(as = ArtifactProvenance)]
 pub struct ProvenanceView {
     id: Uuid,
     event: String,
+    #[schema(required = true, value_type = Option<crate::openapi::TemplateRefDoc>)]
     template: Option<shared::memory::TemplateRef>,
+    #[schema(required = true)]
     model: Option<String>,
     input_refs: Vec<String>,
     output_refs: Vec<String>,
+    #[schema(value_type = Object)]
     detail: serde_json::Value,
     started_at: DateTime<Utc>,
     duration_ms: i64,
@@ -90,7 +105,8 @@ impl From<ArtifactProvenance> for ProvenanceView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = SceneDetail)]
 pub struct SceneResponse {
     #[serde(flatten)]
     scene: SceneView,
@@ -100,6 +116,17 @@ pub struct SceneResponse {
 }
 
 /// `GET /v1/scenes/{id}`: one active scene with its document.
+#[utoipa::path(
+    get,
+    path = "/v1/scenes/{id}",
+    operation_id = "get_scene",
+    tag = "scenes",
+    params(("id" = String, Path, description = "The scene's id (a UUID; anything else is 404)")),
+    responses(
+        (status = 200, description = "The scene, its Markdown document and its provenance (newest first)", body = SceneResponse),
+        (status = 404, description = "scene_not_found", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -133,17 +160,29 @@ pub async fn get(
     }))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = Persona)]
 pub struct PersonaResponse {
     /// The persona document (Markdown).
     content: String,
     version: i64,
+    #[schema(required = true)]
     updated_at: Option<DateTime<Utc>>,
     provenance: Vec<ProvenanceView>,
 }
 
 /// `GET /v1/persona`: the caller's current persona; 404 `persona_not_found` before the first
 /// build.
+#[utoipa::path(
+    get,
+    path = "/v1/persona",
+    operation_id = "get_persona",
+    tag = "scenes",
+    responses(
+        (status = 200, description = "The L3 persona (Markdown) and its provenance (newest first)", body = PersonaResponse),
+        (status = 404, description = "persona_not_found: not built yet", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn persona(
     State(state): State<AppState>,
     TenantHeaders(headers): TenantHeaders,

@@ -8,6 +8,7 @@ use shared::index::Strategy;
 use shared::metrics;
 use shared::recall::{RecallIssue, EMBEDDING_UNAVAILABLE};
 use shared::search::ConversationQuery;
+use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::extract::{tenant_from, AppJson, TenantHeaders};
@@ -17,34 +18,59 @@ use crate::state::AppState;
 /// Longest query accepted, in characters.
 pub(crate) const MAX_QUERY_CHARS: usize = 4_096;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
+    /// Not blank, at most 4096 characters.
     query: String,
+    /// 1 to `SEDIMENT_MAX_SEARCH_LIMIT` (100); default 10.
+    #[schema(minimum = 1)]
     limit: Option<usize>,
+    /// Only this session's turns.
     session_id: Option<String>,
     /// `keyword`, `semantic` or `hybrid` (the default).
+    #[schema(value_type = Option<crate::openapi::StrategyDoc>)]
     strategy: Option<Strategy>,
     team_id: Option<String>,
     agent_id: Option<String>,
     user_id: Option<String>,
 }
 
-#[derive(Serialize)]
+/// A matching turn and its score.
+#[derive(Serialize, ToSchema)]
 pub struct SearchItem {
     #[serde(flatten)]
     turn: TurnView,
     score: f32,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct SearchResponse {
+    /// Best first; only what matched.
     items: Vec<SearchItem>,
     /// The strategy that ranked the items: `hybrid` runs as `keyword` without an embedder.
+    #[schema(value_type = crate::openapi::StrategyDoc)]
     strategy: Strategy,
     /// Why the strategy was downgraded (`embedding_unavailable`), if it was.
+    #[schema(value_type = Vec<crate::openapi::RecallIssueDoc>)]
     errors: Vec<RecallIssue>,
 }
+
+#[utoipa::path(
+    post,
+    path = "/v1/conversations/search",
+    operation_id = "search_conversations",
+    tag = "search",
+    request_body(content = SearchRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The matching turns, best first", body = SearchResponse),
+        (status = 400, description = "malformed_json", body = crate::openapi::ErrorBody),
+        (status = 413, description = "payload_too_large", body = crate::openapi::ErrorBody),
+        (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a body of the wrong shape, a blank or too long query, limit out of range, `semantic` without an embedder", body = crate::openapi::ErrorBody),
+        (status = 503, description = "backend_unavailable: the index, the store or (for `semantic`) the embedder is down", body = crate::openapi::ErrorBody),
+    ),
+)]
 
 pub async fn search(
     State(state): State<AppState>,

@@ -7,38 +7,67 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::domain::{AppendedTurn, NewTurn, SessionId, StoredTurn};
 use shared::metrics;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::extract::{tenant_from, AppJson, TenantHeaders};
 use crate::state::AppState;
 
-#[derive(Deserialize)]
+/// Turns to append, in order; the tenant ids may stand in for the headers.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AppendRequest {
+    /// 1 to `SEDIMENT_MAX_TURNS_PER_REQUEST` (1000) turns.
     messages: Vec<IncomingTurn>,
     team_id: Option<String>,
     agent_id: Option<String>,
     user_id: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct IncomingTurn {
+pub(crate) struct IncomingTurn {
+    #[schema(value_type = crate::openapi::RoleDoc)]
     role: String,
+    /// Not empty once injected `<sediment-memory>` blocks are stripped.
     content: String,
+    /// A JSON object, kept with the turn.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     metadata: Option<serde_json::Value>,
+    /// An idempotency key: a turn whose `client_id` was stored before returns its original id
+    /// and seq and writes nothing.
     #[serde(default)]
     client_id: Option<String>,
+    /// When the turn happened; default: now.
     #[serde(default)]
     created_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct AppendResponse {
+    /// In request order.
+    #[schema(value_type = Vec<crate::openapi::AppendedTurnDoc>)]
     messages: Vec<AppendedTurn>,
 }
+
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session_id}/messages",
+    operation_id = "append_messages",
+    tag = "sessions",
+    params(("session_id" = String, Path, description = "The session; created by its first append")),
+    request_body(content = AppendRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The turns, stored (or found by `client_id`), in request order", body = AppendResponse),
+        (status = 400, description = "malformed_json", body = crate::openapi::ErrorBody),
+        (status = 404, description = "not_found: the session belongs to another tenant", body = crate::openapi::ErrorBody),
+        (status = 413, description = "payload_too_large, or too_many_items", body = crate::openapi::ErrorBody),
+        (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a body of the wrong shape, no messages, a bad role, empty content", body = crate::openapi::ErrorBody),
+    ),
+)]
 
 pub async fn append(
     State(state): State<AppState>,
@@ -85,20 +114,29 @@ pub async fn append(
     Ok((StatusCode::CREATED, Json(AppendResponse { messages: appended })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    /// Turns after this seq (default 0: from the start).
+    #[param(minimum = 0)]
     after_seq: Option<i64>,
+    /// 1 to `SEDIMENT_MAX_LIST_LIMIT` (1000); default 100.
+    #[param(minimum = 1)]
     limit: Option<u32>,
 }
 
-#[derive(Serialize)]
+/// A stored turn.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Turn)]
 pub struct TurnView {
     pub id: Uuid,
     pub session_id: String,
     pub seq: i64,
+    #[schema(value_type = crate::openapi::RoleDoc)]
     pub role: &'static str,
     pub content: String,
+    #[schema(value_type = Object)]
     pub metadata: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
@@ -120,10 +158,24 @@ impl From<StoredTurn> for TurnView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = TurnList)]
 pub struct ListResponse {
     messages: Vec<TurnView>,
 }
+
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session_id}/messages",
+    operation_id = "list_messages",
+    tag = "sessions",
+    params(("session_id" = String, Path, description = "The session"), ListParams),
+    responses(
+        (status = 200, description = "The turns in seq order", body = ListResponse),
+        (status = 404, description = "not_found: no such session for this tenant", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a bad query (negative after_seq, limit out of range, an unknown parameter)", body = crate::openapi::ErrorBody),
+    ),
+)]
 
 pub async fn list(
     State(state): State<AppState>,
@@ -149,12 +201,24 @@ pub async fn list(
     }))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct ResetResponse {
     session_id: String,
     reset_at: DateTime<Utc>,
 }
 
+/// Sets the session's `reset_at`: context starts after it. Deletes nothing.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session_id}/reset",
+    operation_id = "reset_session",
+    tag = "sessions",
+    params(("session_id" = String, Path, description = "The session")),
+    responses(
+        (status = 200, description = "The session's new `reset_at`", body = ResetResponse),
+        (status = 404, description = "not_found: no such session for this tenant", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn reset(
     State(state): State<AppState>,
     Path(session_id): Path<String>,

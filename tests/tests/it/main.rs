@@ -26,6 +26,7 @@ mod llm_chat;
 mod memory_store;
 mod migrate_only;
 mod no_egress;
+mod openapi;
 mod ops;
 mod prompt_store;
 mod retrieval_shaping;
