@@ -62,6 +62,7 @@ impl AppState {
             .rate_limit
             .map(|limit| std::sync::Arc::new(crate::limit::RateLimiter::new(limit)));
         let recall = Recall::new(search.clone(), backends.memories.clone())
+            .with_ranking(recall_defaults.fusion.rrf_k, recall_defaults.memory_weight)
             .with_stable(StableSource::new(backends.scenes.clone(), backends.files.clone()));
         Self {
             wakeups: Wakeups::start(backends.bus.clone(), PUBLISH_TIMEOUT, WAKEUP_INTERVAL),

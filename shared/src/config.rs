@@ -149,6 +149,9 @@ pub struct RecallSettings {
     pub fusion: crate::index::Fusion,
     /// Re-rank by recency by default (`SEDIMENT_RECALL_RECENCY`; see `recall`).
     pub recency: bool,
+    /// How much a memory's own rank counts in recall's one ranking of memories and turns
+    /// (`SEDIMENT_RECALL_MEMORY_WEIGHT`, 0 or more; see `recall::fuse`).
+    pub memory_weight: f32,
 }
 
 /// Who may read the API's ops page (`/ops`, `/ops/state`). It shows operational data across
@@ -678,6 +681,13 @@ impl Settings {
                 weights: None,
             },
             recency: parse(vars, "RECALL_RECENCY", false)?,
+            memory_weight: {
+                let weight: f32 = parse(vars, "RECALL_MEMORY_WEIGHT", crate::recall::DEFAULT_MEMORY_WEIGHT)?;
+                if !(weight.is_finite() && weight >= 0.0) {
+                    return Err(invalid("RECALL_MEMORY_WEIGHT", "must be a number, 0 or more"));
+                }
+                weight
+            },
         };
 
         let layers = LayerSettings::from_map(vars, extract.enabled)?;

@@ -21,8 +21,9 @@ pub struct Budget {
 pub trait Budgeted {
     fn text_mut(&mut self) -> &mut String;
     fn score(&self) -> f32;
-    /// Items of a lower tier rank before every item of a higher one, whatever the scores
-    /// (recall: L1 memories before L0 turns, whose scores are on another scale).
+    /// Items of a lower tier rank before every item of a higher one, whatever the scores (for
+    /// items whose scores are on different scales; recall ranks memories and turns on one
+    /// scale, `fuse`, and leaves every item in tier 0).
     fn tier(&self) -> u8 {
         0
     }

@@ -3,9 +3,10 @@
 //! The answer has two parts, to keep the provider's prompt cache warm: a **stable** part
 //! (persona, scene navigation, memory-tool guide) that changes rarely, for the end of the system
 //! prompt, and a **dynamic** part (the items hit for this message), for the user-message prefix.
-//! The dynamic items are L1 memories first (tenant-wide: what was learned in any session),
-//! then L0 turns to fill the remaining slots, leaving out turns a returned memory was made
-//! from. The stable part comes from L2/L3 (`stable`): empty persona and navigation until the
+//! The dynamic items are L1 memories (tenant-wide: what was learned in any session) and L0
+//! turns in one ranking (`fuse`): each list votes by rank, a memory stands in for its source
+//! turns (it takes their votes and they are left out), and a memory's own vote is weighed by
+//! `SEDIMENT_RECALL_MEMORY_WEIGHT`. The stable part comes from L2/L3 (`stable`): empty persona and navigation until the
 //! owner has them, the tool guide always.
 //!
 //! # Never silent, never late
@@ -21,6 +22,7 @@
 //! item from the last 30 minutes + the item's priority (0–100; L0 turns have none).
 
 pub mod budget;
+pub mod fuse;
 pub mod stable;
 
 use std::time::{Duration, Instant};
@@ -151,12 +153,6 @@ impl budget::Budgeted for Candidate {
     fn score(&self) -> f32 {
         self.score
     }
-    fn tier(&self) -> u8 {
-        match self.found {
-            Found::Memory(_) => 0,
-            Found::Turn(_) => 1,
-        }
-    }
 }
 
 #[derive(Clone)]
@@ -164,7 +160,17 @@ pub struct Recall {
     search: ConversationSearch,
     memories: Arc<dyn MemoryStore>,
     stable: Option<stable::StableSource>,
+    /// The RRF constant of the memory and turn fusion.
+    rrf_k: usize,
+    /// How much a memory's own rank counts beside the turns it stands for (`fuse`).
+    memory_weight: f32,
 }
+
+/// `SEDIMENT_RECALL_MEMORY_WEIGHT`'s default: memories place by the turns they stand for.
+/// `recall_e2e --quick`, R@10 of recall (search hybrid alongside): chit-chat 66.2 at 0 and 66.2
+/// at 1 (R@5 61.8 against 54.4; search 61.8/66.2), synthetic 74.4 at 0 and 71.3 at 1 (search
+/// 74.4); before the fusion recall was 44.5 on synthetic and 21.7 on the full chit-chat set.
+pub const DEFAULT_MEMORY_WEIGHT: f32 = 0.0;
 
 impl Recall {
     pub fn new(search: ConversationSearch, memories: Arc<dyn MemoryStore>) -> Self {
@@ -172,7 +178,16 @@ impl Recall {
             search,
             memories,
             stable: None,
+            rrf_k: 60,
+            memory_weight: DEFAULT_MEMORY_WEIGHT,
         }
+    }
+
+    /// How memories and turns are fused into one ranking (see `fuse`).
+    pub fn with_ranking(mut self, rrf_k: usize, memory_weight: f32) -> Self {
+        self.rrf_k = rrf_k;
+        self.memory_weight = memory_weight;
+        self
     }
 
     /// Fills the stable part from the owner's persona and scenes.
@@ -304,23 +319,14 @@ impl Recall {
         let memories = self
             .find_memories(tenant, &query, &vector, deadline, request.timeout, errors)
             .await;
-        // Turns fill the slots memories left, without the turns those memories came from.
+        // Enough turns to fill every slot even after those the memories stand for are left out.
         let covered: std::collections::HashSet<Uuid> = memories
             .iter()
             .flat_map(|(m, _)| m.source_message_ids.iter().copied())
             .collect();
-        let turn_query = ConversationQuery {
-            limit: query.limit.saturating_sub(memories.len()),
-            ..query.clone()
-        };
-        if turn_query.limit == 0 {
-            let strategy = effective(query.strategy, &vector);
-            return (memories, Vec::new(), strategy);
-        }
-        // Ask for the covered turns too, so the slots are still filled after they are left out.
         let ask = ConversationQuery {
-            limit: turn_query.limit + covered.len(),
-            ..turn_query.clone()
+            limit: query.limit + covered.len(),
+            ..query.clone()
         };
         let (mut hits, strategy) =
             match tokio::time::timeout_at(deadline, self.search.index_hits(tenant, &ask, &vector)).await {
@@ -339,17 +345,41 @@ impl Recall {
             Ok(Err(e)) => errors.push(index_issue(&e)),
             Err(_) => errors.push(timeout_issue(request.timeout, "the index")),
         }
-        hits.retain(|hit| !covered.contains(&hit.id));
-        hits.truncate(turn_query.limit);
-        match tokio::time::timeout_at(deadline, self.search.hydrate(tenant, hits)).await {
-            Ok(Ok(hits)) => (memories, hits, strategy),
+        let fused = {
+            let memory_votes: Vec<fuse::MemoryVote<'_>> = memories
+                .iter()
+                .map(|(m, score)| fuse::MemoryVote {
+                    score: *score,
+                    sources: &m.source_message_ids,
+                })
+                .collect();
+            let turn_votes: Vec<fuse::TurnVote> = hits
+                .iter()
+                .map(|h| fuse::TurnVote {
+                    id: h.id,
+                    score: h.score,
+                })
+                .collect();
+            fuse::fuse(&memory_votes, &turn_votes, query.limit, self.rrf_k, self.memory_weight)
+        };
+        let mut memories: Vec<Option<Memory>> = memories.into_iter().map(|(m, _)| Some(m)).collect();
+        let mut chosen_memories = Vec::new();
+        let mut chosen_turns = Vec::new();
+        for item in fused {
+            match item {
+                fuse::Fused::Memory(i, score) => chosen_memories.extend(memories[i].take().map(|m| (m, score))),
+                fuse::Fused::Turn(i, score) => chosen_turns.push(crate::index::IndexHit { id: hits[i].id, score }),
+            }
+        }
+        match tokio::time::timeout_at(deadline, self.search.hydrate(tenant, chosen_turns)).await {
+            Ok(Ok(hits)) => (chosen_memories, hits, strategy),
             Ok(Err(e)) => {
                 errors.push(issue(STORE_UNAVAILABLE, &e));
-                (memories, Vec::new(), strategy)
+                (chosen_memories, Vec::new(), strategy)
             }
             Err(_) => {
                 errors.push(timeout_issue(request.timeout, "the store"));
-                (memories, Vec::new(), strategy)
+                (chosen_memories, Vec::new(), strategy)
             }
         }
     }
