@@ -380,6 +380,18 @@ impl TestApp {
         }
     }
 
+    /// The API's `/metrics` body (Prometheus text).
+    pub async fn metrics_text(&self) -> String {
+        self.client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("metrics body")
+    }
+
     /// Points of a tenant's turns in the index.
     pub async fn indexed_count(&self, tenant: &Tenant) -> u64 {
         self.backends

@@ -269,7 +269,7 @@ const PUBLISHED_OK: [(&str, &str); 2] = [("routing_key", TURN_APPENDED), ("resul
 /// `/metrics`; 0 before any series exists.
 async fn counter(app: &TestApp, name: &str, labels: &[(&str, &str)]) -> f64 {
     let matches = with_labels(labels);
-    metrics_text(app)
+    app.metrics_text()
         .await
         .lines()
         .filter_map(|line| line.strip_prefix(name))
@@ -308,7 +308,7 @@ async fn buckets(app: &TestApp, name: &str) -> Vec<(f64, f64)> {
 async fn buckets_where(app: &TestApp, name: &str, labels: &[(&str, &str)]) -> Vec<(f64, f64)> {
     let prefix = format!("{name}_bucket{{");
     let matches = with_labels(labels);
-    let body = metrics_text(app).await;
+    let body = app.metrics_text().await;
     let mut buckets: Vec<(f64, f64)> = body
         .lines()
         .filter_map(|line| line.strip_prefix(prefix.as_str()))
@@ -432,17 +432,7 @@ async fn optimizer_idle(app: &TestApp) -> Duration {
 /// queries during optimizer runs.
 async fn optimizer_running(app: &TestApp) -> bool {
     let running = format!("{INDEX_OPTIMIZING} 1");
-    metrics_text(app).await.lines().any(|line| line.trim() == running)
-}
-
-/// The API's `/metrics` body.
-async fn metrics_text(app: &TestApp) -> String {
-    reqwest::get(app.url("/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics body")
+    app.metrics_text().await.lines().any(|line| line.trim() == running)
 }
 
 async fn recall(app: &TestApp) {

@@ -14,6 +14,7 @@
 use chrono::{Datelike, Days, NaiveDate, Weekday};
 
 use super::chitchat::ChatKind;
+use super::facts::MONTHS_EN;
 use super::rng::Rng;
 
 /// One injected turn.
@@ -1124,24 +1125,9 @@ fn capitalized(text: &str) -> String {
         .unwrap_or_default()
 }
 
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-
 /// "13 May 2024" or "May 13".
 fn spoken_date(rng: &mut Rng, d: NaiveDate) -> String {
-    let month = MONTHS[d.month0() as usize];
+    let month = MONTHS_EN[d.month0() as usize];
     if rng.chance(0.6) {
         format!("{} {month} {}", d.day(), d.year())
     } else {

@@ -494,15 +494,7 @@ async fn each_team_is_rate_limited_on_its_own() {
     assert_eq!(body["code"], "rate_limited");
     let (status, _) = status_and_body(call(&app, Method::GET, "/v1/memories", Some(&other_key), Some(&other))).await;
     assert_eq!(status, StatusCode::OK, "another team keeps its own bucket");
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
     assert!(
         metrics.contains("sediment_rate_limited_total"),
         "the refusal is counted"

@@ -163,15 +163,7 @@ async fn a_long_mixed_session_crosses_half_and_three_quarters_and_the_next_call_
             .is_some_and(|a| !a.is_empty()));
         assert!(state["error"].is_null());
 
-        let metrics = app
-            .client
-            .get(app.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = app.metrics_text().await;
         assert!(metrics.contains("sediment_context_summary_reuse_total"));
         assert!(metrics.contains("sediment_compactions_total{result=\"queued\"}"));
         if mode == Mode::Embedded {
@@ -404,15 +396,7 @@ async fn long_turns_are_cut_reset_empties_the_window_and_compact_can_be_forced()
         assert!(seqs(&ctx).iter().all(|&seq| seq > 32), "{ctx}");
         assert!(ctx["token_estimate"].as_u64().unwrap() <= 500);
 
-        let metrics = app
-            .client
-            .get(app.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = app.metrics_text().await;
         assert!(metrics.contains("sediment_context_truncations_total"));
     }
 }
