@@ -36,6 +36,10 @@ pub enum ApiError {
     /// The team's rate limit is spent; a request may succeed after the duration.
     #[error("the team's rate limit is exceeded; retry after {} ms", .0.as_millis())]
     RateLimited(std::time::Duration),
+    /// The team stores as many turns as its quota allows; the usage is read again after the
+    /// duration (an erasure frees room).
+    #[error("{0}")]
+    QuotaExceeded(String, std::time::Duration),
     #[error("a backend is unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("internal error")]
@@ -62,6 +66,7 @@ impl ApiError {
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Self::QuotaExceeded(..) => (StatusCode::TOO_MANY_REQUESTS, "quota_exceeded"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "backend_unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -86,13 +91,26 @@ impl IntoResponse for ApiError {
             | Self::NotFoundCode(..)
             | Self::Unauthorized(_)
             | Self::Forbidden(_)
-            | Self::RateLimited(_) => self.to_string(),
+            | Self::RateLimited(_)
+            | Self::QuotaExceeded(..) => self.to_string(),
         };
         // Whole seconds (RFC 9110), rounded up so that a retry at once is never too early.
-        let retry_after = if let Self::RateLimited(wait) = &self {
-            Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
-        } else {
-            None
+        let retry_after = match &self {
+            Self::RateLimited(wait) | Self::QuotaExceeded(_, wait) => {
+                Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
+            }
+            Self::MissingTenant(_)
+            | Self::MalformedJson(_)
+            | Self::UnsupportedMediaType(_)
+            | Self::Invalid(_)
+            | Self::PayloadTooLarge(_)
+            | Self::TooManyItems(_)
+            | Self::NotFound(_)
+            | Self::NotFoundCode(..)
+            | Self::Unauthorized(_)
+            | Self::Forbidden(_)
+            | Self::Unavailable(_)
+            | Self::Internal(_) => None,
         };
         let mut response = (status, Json(ErrorBody { code, message })).into_response();
         if status == StatusCode::UNAUTHORIZED {

@@ -10,6 +10,7 @@
 mod auth;
 mod error;
 mod extract;
+mod jwt;
 mod limit;
 mod openapi;
 mod routes;
@@ -35,6 +36,10 @@ pub use extract::{AGENT_HEADER, TEAM_HEADER, USER_HEADER};
 pub use openapi::ApiDoc;
 pub use routes::router;
 pub use state::AppState;
+
+/// How often this process looks for erasure jobs that no run holds (a crashed replica's, a
+/// failed pass's); each job's own retry time and lease bound when it is taken over.
+const ERASURE_RESUME_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A running API: the HTTP server and, when it owns them, the in-process workers.
 pub struct Server {
@@ -157,6 +162,12 @@ pub async fn start(
         }
     }
 
+    // Erasures that a crash or a failed pass left unfinished; requests run their own at once.
+    let resumer = state
+        .eraser
+        .clone()
+        .spawn_resumer(ERASURE_RESUME_INTERVAL, shutdown.clone());
+
     let extract_in_process = backends.api_runs_index_worker && settings.extract.enabled;
     state.ops = Arc::new(routes::ops::Ops::new(settings.ops.clone(), probes, extract_in_process));
     let wakeups = state.wakeups.clone();
@@ -191,6 +202,7 @@ pub async fn start(
         for worker in workers {
             worker.await.context("join an in-process worker")??;
         }
+        resumer.await.context("join the erasure resumer")?;
         if let Some((_, task)) = probe_server {
             task.await.context("join the probe server")??;
         }

@@ -2,12 +2,18 @@
 //! bucket per team in each API replica. Limits are per replica, not global: with N replicas
 //! behind a balancer a team may make up to N times the rate. A refused call is 429
 //! `rate_limited` with `Retry-After`, before any work is done.
+//!
+//! Stored-turn quotas (`SEDIMENT_QUOTA_TURNS`) are global: they count the team's turns in the
+//! store, read again at most every `SEDIMENT_QUOTA_REFRESH_MS`; in between each replica adds
+//! what it accepts itself. A refused append is 429 `quota_exceeded` with `Retry-After` (when
+//! the count is read again: an erasure frees room).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use shared::config::RateLimit;
+use shared::config::{RateLimit, TurnQuota};
+use shared::store::{StoreError, TranscriptStore};
 
 /// Most teams tracked at once; past it, buckets that have refilled completely (teams idle for
 /// at least `burst / per_second`) are dropped, which changes nothing for them.
@@ -56,6 +62,64 @@ impl RateLimiter {
         } else {
             Err(Duration::from_secs_f64((1.0 - bucket.tokens) / rate))
         }
+    }
+}
+
+/// The per-team stored-turn quota (`SEDIMENT_QUOTA_TURNS`) of one replica: each team's count,
+/// read from the store at most every `refresh`, plus what this replica accepted since.
+pub struct TurnQuotas {
+    quota: TurnQuota,
+    usage: tokio::sync::Mutex<HashMap<String, Usage>>,
+}
+
+struct Usage {
+    read_at: Instant,
+    turns: u64,
+}
+
+impl TurnQuotas {
+    pub fn new(quota: TurnQuota) -> Self {
+        Self {
+            quota,
+            usage: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn max_turns(&self) -> u64 {
+        self.quota.max_turns
+    }
+
+    /// Counts `adding` turns against the team's quota: `Ok` (and counted) when they fit,
+    /// otherwise how long until the count is read again. The lock is held over a store read
+    /// only when a team's count is stale, once per `refresh`.
+    pub async fn admit(
+        &self,
+        store: &dyn TranscriptStore,
+        team: &str,
+        adding: u64,
+    ) -> Result<Result<(), (u64, Duration)>, StoreError> {
+        let now = Instant::now();
+        let mut usage = self.usage.lock().await;
+        if usage.len() >= MAX_TEAMS && !usage.contains_key(team) {
+            usage.retain(|_, u| now.saturating_duration_since(u.read_at) < self.quota.refresh);
+        }
+        let stale = usage
+            .get(team)
+            .is_none_or(|u| now.saturating_duration_since(u.read_at) >= self.quota.refresh);
+        if stale {
+            let turns = store.team_turns(team).await?;
+            usage.insert(team.to_owned(), Usage { read_at: now, turns });
+        }
+        let entry = usage.get_mut(team).expect("inserted above");
+        if entry.turns.saturating_add(adding) > self.quota.max_turns {
+            let wait = self
+                .quota
+                .refresh
+                .saturating_sub(now.saturating_duration_since(entry.read_at));
+            return Ok(Err((entry.turns, wait)));
+        }
+        entry.turns += adding;
+        Ok(Ok(()))
     }
 }
 

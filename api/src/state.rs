@@ -26,6 +26,10 @@ pub struct AppState {
     pub ops: std::sync::Arc<crate::routes::ops::Ops>,
     /// Who may call `/v1`; decided at start (`Auth::decide`).
     pub auth: crate::auth::Auth,
+    /// Runs erasure jobs (`DELETE /v1/users/{user_id}`).
+    pub eraser: shared::erase::Eraser,
+    /// The per-team stored-turn quota, if any.
+    pub quotas: Option<std::sync::Arc<crate::limit::TurnQuotas>>,
     /// The per-team rate limit of this replica, if any.
     pub limiter: Option<std::sync::Arc<crate::limit::RateLimiter>>,
 }
@@ -64,6 +68,10 @@ impl AppState {
         let recall = Recall::new(search.clone(), backends.memories.clone())
             .with_ranking(recall_defaults.fusion.rrf_k, recall_defaults.memory_weight)
             .with_stable(StableSource::new(backends.scenes.clone(), backends.files.clone()));
+        let backends_eraser = backends.eraser();
+        let quotas = limits
+            .turn_quota
+            .map(|quota| std::sync::Arc::new(crate::limit::TurnQuotas::new(quota)));
         Self {
             wakeups: Wakeups::start(backends.bus.clone(), PUBLISH_TIMEOUT, WAKEUP_INTERVAL),
             memory_indexer,
@@ -75,8 +83,10 @@ impl AppState {
             limits,
             metrics: shared::metrics::prometheus(),
             ops: Default::default(),
+            quotas,
             limiter,
             auth,
+            eraser: backends_eraser,
         }
     }
 }

@@ -26,6 +26,7 @@ use crate::scene::editor::{LlmSceneEditor, RulesSceneEditor, SceneEditor};
 use crate::scene::run::{SceneClock, SceneHandler, SceneRunner};
 use crate::store::audit::AuditLog;
 use crate::store::compaction::CompactionStore;
+use crate::store::erase::EraseStore;
 use crate::store::keys::KeyStore;
 use crate::store::memory::MemoryStore;
 use crate::store::prompts::{PromptStore, StoredOverrides};
@@ -48,6 +49,7 @@ pub struct Backends {
     pub prompt_store: Arc<dyn PromptStore>,
     /// The same database as `store`, for the API keys of teams.
     pub keys: Arc<dyn KeyStore>,
+    pub erasures: Arc<dyn EraseStore>,
     /// The effective prompt templates: builtin, the instance directory, and the overrides of
     /// `prompt_store`, read on every call.
     pub prompts: Prompts,
@@ -79,6 +81,7 @@ impl Backends {
         // Set in each arm below, from the same database object as `store`.
         let scenes: Arc<dyn SceneStore>;
         let keys: Arc<dyn KeyStore>;
+        let erasures: Arc<dyn EraseStore>;
         let ((store, memories, compactions, prompt_store, audit), bus, embedded): Ports = match &settings.deployment {
             Deployment::Embedded { data_dir } => {
                 std::fs::create_dir_all(data_dir)
@@ -91,6 +94,7 @@ impl Backends {
                 let store = Arc::new(store);
                 scenes = store.clone();
                 keys = store.clone();
+                erasures = store.clone();
                 (
                     (store.clone(), store.clone(), store.clone(), store.clone(), store),
                     Arc::new(bus),
@@ -115,6 +119,7 @@ impl Backends {
                 let store = Arc::new(store);
                 scenes = store.clone();
                 keys = store.clone();
+                erasures = store.clone();
                 (
                     (store.clone(), store.clone(), store.clone(), store.clone(), store),
                     Arc::new(bus),
@@ -187,6 +192,7 @@ impl Backends {
             scenes,
             prompt_store,
             keys,
+            erasures,
             prompts,
             bus,
             index,
@@ -199,6 +205,16 @@ impl Backends {
 }
 
 impl Backends {
+    /// The runner of erasure jobs over these backends.
+    pub fn eraser(&self) -> crate::erase::Eraser {
+        crate::erase::Eraser::new(
+            self.erasures.clone(),
+            self.index.clone(),
+            self.files.clone(),
+            self.audit.clone(),
+        )
+    }
+
     /// The L1 extraction scheduler over these backends: the LLM engines when an LLM is
     /// configured, the rules engines otherwise.
     pub fn extract_scheduler(&self, settings: &Settings) -> anyhow::Result<Scheduler> {

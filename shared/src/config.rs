@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::auth::Permission;
 use crate::index::DEFAULT_BACKGROUND_NICE;
 
 /// Prefix of every environment variable sediment reads.
@@ -59,6 +60,17 @@ pub struct Limits {
     /// Requests per second each team may make of one API replica (`SEDIMENT_RATE_LIMIT_RPS`),
     /// if limited.
     pub rate_limit: Option<RateLimit>,
+    /// Most turns each team may store (`SEDIMENT_QUOTA_TURNS`), if limited.
+    pub turn_quota: Option<TurnQuota>,
+}
+
+/// A cap on a team's stored turns. Each API replica reads a team's count at most every
+/// `refresh` and adds what it accepts itself in between, so a team can pass its quota by what
+/// other replicas accept within one `refresh`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnQuota {
+    pub max_turns: u64,
+    pub refresh: Duration,
 }
 
 /// A token bucket per team: `per_second` requests a second on average, up to `burst` at once.
@@ -186,8 +198,9 @@ impl OpsSettings {
     }
 }
 
-/// Who may call `/v1` (`SEDIMENT_AUTH`, `SEDIMENT_ADMIN_KEY`, `SEDIMENT_ADMIN_KEY_FILE`). The
-/// API decides from these and its listen address whether auth is on (`api`'s `auth`).
+/// Who may call `/v1` (`SEDIMENT_AUTH`, `SEDIMENT_ADMIN_KEY`, `SEDIMENT_ADMIN_KEY_FILE`,
+/// `SEDIMENT_AUTH_JWKS_*`). The API decides from these and its listen address whether auth is on
+/// (`api`'s `auth`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthSettings {
     pub mode: AuthMode,
@@ -196,15 +209,54 @@ pub struct AuthSettings {
     /// How long a replica trusts what it read of a key (`SEDIMENT_AUTH_KEY_CACHE_MS`): a
     /// revoked key stops working on every replica within this bound.
     pub key_cache_ttl: Duration,
+    /// Tokens of the organisation's identity provider, accepted in place of an API key when a
+    /// JWKS is configured. Enough on its own to turn auth on: no admin key is needed.
+    pub jwt: Option<JwtSettings>,
+}
+
+/// Where the identity provider's signing keys (a JWKS document) come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwksSource {
+    /// `SEDIMENT_AUTH_JWKS_FILE`: re-read every refresh period, so a mounted Secret or
+    /// ConfigMap can rotate keys without a restart.
+    File(PathBuf),
+    /// `SEDIMENT_AUTH_JWKS_URL`: the identity provider's JWKS endpoint.
+    Url(String),
+}
+
+/// How tokens of the identity provider are checked and what their claims mean (the top-level
+/// README, "Tokens of an identity provider").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtSettings {
+    pub jwks: JwksSource,
+    /// How long keys read from the JWKS are trusted before they are read again
+    /// (`SEDIMENT_AUTH_JWKS_REFRESH_MS`).
+    pub refresh: Duration,
+    /// The `iss` every token must carry, if set (`SEDIMENT_AUTH_JWT_ISSUER`).
+    pub issuer: Option<String>,
+    /// A value every token's `aud` must hold, if set (`SEDIMENT_AUTH_JWT_AUDIENCE`); unset, `aud`
+    /// is not checked.
+    pub audience: Option<String>,
+    /// The claim naming the token's team; a token without it is refused.
+    pub team_claim: String,
+    /// The claim that, when a token carries it, pins the one agent the token may act as.
+    pub agent_claim: String,
+    /// The claim that, when a token carries it, pins the one user the token may act as.
+    pub user_claim: String,
+    /// The claim holding the token's permission: `read`, `write` or `admin` (or
+    /// `sediment:read`, ...), a space-separated list of them or an array; the highest counts.
+    pub permission_claim: String,
+    /// The permission of a token without the permission claim.
+    pub default_permission: Permission,
 }
 
 /// `SEDIMENT_AUTH`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthMode {
-    /// On with an admin key; without one, off on a loopback address in the embedded
-    /// deployment and a refusal to start anywhere else.
+    /// On with an admin key or a JWKS; without either, off on a loopback address in the
+    /// embedded deployment and a refusal to start anywhere else.
     Auto,
-    /// On; an admin key is required.
+    /// On; an admin key or a JWKS is required.
     On,
     /// Off, wherever the API listens: every caller is whichever tenant it names.
     Off,
@@ -250,17 +302,57 @@ impl AuthSettings {
                 ));
             }
         }
-        if mode == AuthMode::On && admin_key.is_none() {
+        let jwt = JwtSettings::from_map(vars)?;
+        if mode == AuthMode::On && admin_key.is_none() && jwt.is_none() {
             return Err(invalid(
                 "AUTH",
-                "on needs an admin key: set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE",
+                "on needs an admin key or an identity provider: set SEDIMENT_ADMIN_KEY, \
+                 SEDIMENT_ADMIN_KEY_FILE, SEDIMENT_AUTH_JWKS_FILE or SEDIMENT_AUTH_JWKS_URL",
             ));
         }
         Ok(Self {
             mode,
             admin_key: admin_key.map(Secret::new),
             key_cache_ttl: millis(vars, "AUTH_KEY_CACHE_MS", 10_000)?,
+            jwt,
         })
+    }
+}
+
+impl JwtSettings {
+    /// `None` unless a JWKS file or URL is set: the other `SEDIMENT_AUTH_JWT_*` settings mean
+    /// nothing without one.
+    fn from_map(vars: &HashMap<String, String>) -> Result<Option<Self>, ConfigError> {
+        let get = |key: &str| vars.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let jwks = match (get("AUTH_JWKS_FILE"), get("AUTH_JWKS_URL")) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "AUTH_JWKS_URL",
+                    "set SEDIMENT_AUTH_JWKS_FILE or SEDIMENT_AUTH_JWKS_URL, not both",
+                ))
+            }
+            (Some(path), None) => JwksSource::File(PathBuf::from(path)),
+            (None, Some(url)) if url.starts_with("https://") || url.starts_with("http://") => {
+                JwksSource::Url(url.to_owned())
+            }
+            (None, Some(_)) => return Err(invalid("AUTH_JWKS_URL", "must start with https:// or http://")),
+            (None, None) => return Ok(None),
+        };
+        let claim = |key: &str, default: &'static str| get(key).unwrap_or(default).to_owned();
+        let default_permission = get("AUTH_JWT_DEFAULT_PERMISSION").unwrap_or("write");
+        let default_permission = Permission::parse(default_permission)
+            .ok_or_else(|| invalid("AUTH_JWT_DEFAULT_PERMISSION", "must be read, write or admin"))?;
+        Ok(Some(Self {
+            jwks,
+            refresh: millis(vars, "AUTH_JWKS_REFRESH_MS", 300_000)?,
+            issuer: get("AUTH_JWT_ISSUER").map(str::to_owned),
+            audience: get("AUTH_JWT_AUDIENCE").map(str::to_owned),
+            team_claim: claim("AUTH_JWT_TEAM_CLAIM", "team"),
+            agent_claim: claim("AUTH_JWT_AGENT_CLAIM", "agent"),
+            user_claim: claim("AUTH_JWT_USER_CLAIM", "user"),
+            permission_claim: claim("AUTH_JWT_PERMISSION_CLAIM", "permission"),
+            default_permission,
+        }))
     }
 }
 
@@ -725,6 +817,13 @@ impl Settings {
                         burst: positive(vars, "RATE_LIMIT_BURST", per_second.saturating_mul(2))?,
                     }),
                 },
+                turn_quota: match parse::<u64>(vars, "QUOTA_TURNS", 0)? {
+                    0 => None,
+                    max_turns => Some(TurnQuota {
+                        max_turns,
+                        refresh: millis(vars, "QUOTA_REFRESH_MS", 5_000)?,
+                    }),
+                },
             },
             worker: WorkerSettings {
                 prefetch: positive(vars, "WORKER_PREFETCH", 32)?,
@@ -931,6 +1030,20 @@ mod tests {
     }
 
     #[test]
+    fn turn_quotas_are_off_unless_set() {
+        assert_eq!(Settings::from_map(&HashMap::new()).unwrap().limits.turn_quota, None);
+        let on = Settings::from_map(&map(&[("QUOTA_TURNS", "1000")])).unwrap();
+        assert_eq!(
+            on.limits.turn_quota,
+            Some(TurnQuota {
+                max_turns: 1000,
+                refresh: Duration::from_secs(5)
+            })
+        );
+        assert!(Settings::from_map(&map(&[("QUOTA_TURNS", "lots")])).is_err());
+    }
+
+    #[test]
     fn rate_limits_are_off_unless_set() {
         assert_eq!(Settings::from_map(&HashMap::new()).unwrap().limits.rate_limit, None);
         let on = Settings::from_map(&map(&[("RATE_LIMIT_RPS", "50")])).unwrap();
@@ -982,6 +1095,47 @@ mod tests {
         let missing = dir.path().join("missing").display().to_string();
         let err = Settings::from_map(&map(&[("ADMIN_KEY_FILE", &missing)])).unwrap_err();
         assert!(err.to_string().starts_with("SEDIMENT_ADMIN_KEY_FILE"), "{err}");
+    }
+
+    #[test]
+    fn jwt_settings_need_a_jwks_and_turn_auth_on_alone() {
+        assert_eq!(Settings::from_map(&HashMap::new()).unwrap().auth.jwt, None);
+        let url = "https://idp.example/.well-known/jwks.json";
+        let on = Settings::from_map(&map(&[("AUTH", "on"), ("AUTH_JWKS_URL", url)])).unwrap();
+        let jwt = on.auth.jwt.expect("jwt settings");
+        assert_eq!(jwt.jwks, JwksSource::Url(url.into()));
+        assert_eq!(jwt.refresh, Duration::from_secs(300));
+        assert_eq!((jwt.issuer, jwt.audience), (None, None));
+        assert_eq!(
+            [jwt.team_claim, jwt.agent_claim, jwt.user_claim, jwt.permission_claim],
+            ["team", "agent", "user", "permission"]
+        );
+        assert_eq!(jwt.default_permission, Permission::Write);
+        let custom = Settings::from_map(&map(&[
+            ("AUTH_JWKS_FILE", "/etc/sediment/jwks.json"),
+            ("AUTH_JWT_ISSUER", "https://idp.example"),
+            ("AUTH_JWT_AUDIENCE", "sediment"),
+            ("AUTH_JWT_TEAM_CLAIM", "org"),
+            ("AUTH_JWT_DEFAULT_PERMISSION", "read"),
+        ]))
+        .unwrap()
+        .auth
+        .jwt
+        .unwrap();
+        assert_eq!(custom.jwks, JwksSource::File("/etc/sediment/jwks.json".into()));
+        assert_eq!(custom.issuer.as_deref(), Some("https://idp.example"));
+        assert_eq!(custom.audience.as_deref(), Some("sediment"));
+        assert_eq!(custom.team_claim, "org");
+        assert_eq!(custom.default_permission, Permission::Read);
+        for bad in [
+            vec![("AUTH_JWKS_URL", url), ("AUTH_JWKS_FILE", "/x")],
+            vec![("AUTH_JWKS_URL", "ftp://idp.example/jwks")],
+            vec![("AUTH_JWKS_URL", url), ("AUTH_JWT_DEFAULT_PERMISSION", "root")],
+            vec![("AUTH_JWKS_URL", url), ("AUTH_JWKS_REFRESH_MS", "0")],
+        ] {
+            let err = Settings::from_map(&map(&bad)).unwrap_err();
+            assert!(err.to_string().starts_with("SEDIMENT_AUTH"), "{bad:?}: {err}");
+        }
     }
 
     #[test]

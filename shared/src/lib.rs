@@ -27,6 +27,7 @@ pub mod config;
 pub mod context;
 pub mod domain;
 pub mod embed;
+pub mod erase;
 pub mod files;
 mod http_retry;
 pub mod index;

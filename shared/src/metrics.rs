@@ -5,11 +5,14 @@
 pub const HTTP_REQUESTS: &str = "sediment_http_requests_total";
 /// HTTP request latency in seconds by `method` and `route`.
 pub const HTTP_LATENCY: &str = "sediment_http_request_duration_seconds";
-/// Authentication decisions of `/v1` calls by `outcome`: `key`, `admin` (accepted), `missing`,
-/// `unknown` (401), `forbidden` (403), `unavailable` (the key store did not answer: 503).
+/// Authentication decisions of `/v1` calls by `outcome`: `key`, `token`, `admin` (accepted),
+/// `missing`, `unknown`, `invalid_token` (401), `forbidden` (403), `unavailable` (the key store
+/// did not answer: 503).
 pub const AUTH_REQUESTS: &str = "sediment_auth_requests_total";
 /// `/v1` calls refused by a team's rate limit (429).
 pub const RATE_LIMITED: &str = "sediment_rate_limited_total";
+/// Appends refused because the team stores as many turns as its quota allows.
+pub const QUOTA_EXCEEDED: &str = "sediment_quota_exceeded_total";
 /// Key look-ups by `source`: `cache` (a replica's own recent read) or `store`.
 pub const AUTH_KEY_LOOKUPS: &str = "sediment_auth_key_lookups_total";
 /// Turns stored by the API (new ones, not idempotent replays).
@@ -101,6 +104,10 @@ pub const EXTRACT_INPUT_TURNS: &str = "sediment_extract_input_turns_total";
 pub const EXTRACT_JUNK: &str = "sediment_extract_junk_turns_total";
 /// Secrets masked in turns before extraction.
 pub const EXTRACT_REDACTIONS: &str = "sediment_extract_redactions_total";
+/// Secrets masked outside L1, by `stage` (`compaction`, `scene`, `persona`) and `side`
+/// (`input`: before a summarizer or model sees the text; `output`: in what it wrote, before
+/// storage).
+pub const REDACTIONS: &str = "sediment_redactions_total";
 /// Cards extracted, by engine `mode` (`rules`, `llm`).
 pub const EXTRACT_CARDS: &str = "sediment_extract_cards_total";
 /// Conflict decisions by `decision` (`add`, `update`, `merge`, `discard`).
@@ -129,6 +136,10 @@ pub const CONTEXT_TRUNCATIONS: &str = "sediment_context_truncations_total";
 pub const CONTEXT_SUMMARY_REUSE: &str = "sediment_context_summary_reuse_total";
 /// Session compactions (L3) by `result`: `queued`, then `success`, `failed` or `lease_lost`.
 pub const COMPACTIONS: &str = "sediment_compactions_total";
+/// Erasure runs by `result`: `done`, `residue` (something was left; it runs again) or `failed`.
+pub const ERASURES: &str = "sediment_erasures_total";
+/// Time from an erasure run's claim to nothing left, in seconds.
+pub const ERASURE_SECONDS: &str = "sediment_erasure_seconds";
 /// File store call latency in seconds by `backend` (`s3`, `local`) and `op` (`put`, `get`,
 /// `list`, `delete`, `delete_prefix`, `copy_prefix`, `check`).
 pub const FILE_STORE_LATENCY: &str = "sediment_file_store_duration_seconds";
@@ -235,6 +246,10 @@ pub fn describe() {
     describe_counter!(EXTRACT_INPUT_TURNS, "turns read by L1 extraction batches");
     describe_counter!(EXTRACT_JUNK, "turns dropped by the junk filter, by reason");
     describe_counter!(EXTRACT_REDACTIONS, "secrets masked before extraction");
+    describe_counter!(
+        REDACTIONS,
+        "secrets masked by compaction, scenes and persona, by stage and side"
+    );
     describe_counter!(EXTRACT_CARDS, "cards extracted, by engine mode");
     describe_counter!(EXTRACT_DECISIONS, "conflict decisions by kind");
     describe_counter!(EXTRACT_BATCHES, "extraction batches by result");
@@ -256,6 +271,13 @@ pub fn describe() {
     describe_counter!(CONTEXT_TRUNCATIONS, "turns cut by L1 truncation in context answers");
     describe_counter!(CONTEXT_SUMMARY_REUSE, "context answers that reused a session summary");
     describe_counter!(COMPACTIONS, "session compactions by result");
+    describe_counter!(ERASURES, "erasure runs by result");
+    describe_counter!(QUOTA_EXCEEDED, "appends refused by the team's stored-turn quota");
+    describe_histogram!(
+        ERASURE_SECONDS,
+        Unit::Seconds,
+        "erasure run time, claim to nothing left"
+    );
     describe_histogram!(
         FILE_STORE_LATENCY,
         Unit::Seconds,

@@ -3,6 +3,7 @@
 pub(crate) mod audit;
 pub(crate) mod context;
 mod cursor;
+pub(crate) mod erase;
 pub(crate) mod health;
 pub(crate) mod keys;
 pub(crate) mod memories;
@@ -78,8 +79,12 @@ pub(crate) fn app(state: AppState, with_probes: bool) -> Router {
             "/v1/prompts/{template_id}",
             get(prompts::get).put(prompts::put).delete(prompts::delete),
         )
+        .route("/v1/users/{user_id}", delete(erase::erase_user))
+        .route("/v1/users/{user_id}/erasures/{erasure_id}", get(erase::get_erasure))
         .route("/v1/admin/keys", post(keys::create).get(keys::list))
         .route("/v1/admin/keys/{key_id}", delete(keys::revoke))
+        .route("/v1/admin/teams/{team_id}", delete(erase::erase_team))
+        .route("/v1/admin/erasures/{erasure_id}", get(erase::get_erasure_as_operator))
         .route_layer(middleware::from_fn_with_state(
             crate::auth::Gate {
                 auth: state.auth.clone(),

@@ -1,6 +1,6 @@
 //! L0 transcript endpoints: append turns, read them back, reset a session's context.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, Utc};
@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::{tenant_from, AppJson, TenantHeaders};
+use crate::extract::{tenant_from, AppJson, Path, TenantHeaders};
 use crate::state::AppState;
 
 /// Turns to append, in order; the tenant ids may stand in for the headers.
@@ -19,6 +19,8 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 pub struct AppendRequest {
     /// 1 to `SEDIMENT_MAX_TURNS_PER_REQUEST` (1000) turns.
+    #[schema(min_items = 1)]
+    #[serde(deserialize_with = "crate::extract::objects")]
     messages: Vec<IncomingTurn>,
     team_id: Option<String>,
     agent_id: Option<String>,
@@ -31,6 +33,7 @@ pub(crate) struct IncomingTurn {
     #[schema(value_type = crate::openapi::RoleDoc)]
     role: String,
     /// Not empty once injected `<sediment-memory>` blocks are stripped.
+    #[schema(min_length = 1)]
     content: String,
     /// A JSON object, kept with the turn.
     #[serde(default)]
@@ -102,6 +105,18 @@ pub async fn append(
         })
         .collect::<Result<Vec<_>, _>>()?;
 
+    if let Some(quotas) = &state.quotas {
+        if let Err((stored, wait)) = quotas
+            .admit(state.backends.store.as_ref(), &tenant.team, turns.len() as u64)
+            .await?
+        {
+            ::metrics::counter!(metrics::QUOTA_EXCEEDED).increment(1);
+            return Err(ApiError::QuotaExceeded(
+                format!("the team stores {stored} turns; its quota is {}", quotas.max_turns()),
+                wait,
+            ));
+        }
+    }
     let appended = state.backends.store.append(&tenant, &session, &turns).await?;
     let last_seq = appended.iter().map(|t| t.seq).max().unwrap_or(0);
     ::metrics::counter!(metrics::TURNS_INGESTED).increment(appended.len() as u64);
@@ -122,7 +137,7 @@ pub struct ListParams {
     #[param(minimum = 0)]
     after_seq: Option<i64>,
     /// 1 to `SEDIMENT_MAX_LIST_LIMIT` (1000); default 100.
-    #[param(minimum = 1)]
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }
 

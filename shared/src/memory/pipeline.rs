@@ -230,6 +230,15 @@ impl Pipeline {
                 ::metrics::counter!(metrics::EXTRACT_BATCHES, "result" => "raced").increment(1);
                 return Ok(Some(BatchReport { raced: true, ..report }));
             }
+            CommitOutcome::SourcesGone => {
+                tracing::info!(
+                    session_id,
+                    cursor,
+                    "the session's owner was erased; the batch is dropped"
+                );
+                ::metrics::counter!(metrics::EXTRACT_BATCHES, "result" => "erased").increment(1);
+                return Ok(Some(BatchReport { raced: true, ..report }));
+            }
         }
         stage_done("commit", committed);
         let result = if batch.turns.is_empty() { "empty" } else { "ok" };
@@ -448,6 +457,10 @@ fn sanitize_cards(cards: Vec<Card>, batch: &Batch) -> Vec<Card> {
             continue;
         }
         card.content = content;
+        // The scene label and the time are model output too, stored and recalled with the
+        // memory and sent back to the model as candidates.
+        card.scene = card.scene.map(|s| redact::redact(&s).text.into_owned());
+        card.occurred_at = card.occurred_at.map(|t| redact::redact(&t).text.into_owned());
         card.priority = card.priority.min(super::MAX_PRIORITY);
         card.source_message_ids.retain(|id| own.contains(id));
         if card.source_message_ids.is_empty() {

@@ -79,6 +79,22 @@ pub enum CommitOutcome {
     Committed,
     /// Another run moved the cursor first; nothing was written.
     CursorMoved,
+    /// The session or a source turn is gone (the owner was erased); nothing was written.
+    SourcesGone,
+}
+
+impl BatchCommit {
+    /// The distinct turns the batch's new memories cite.
+    pub fn source_turns(&self) -> Vec<Uuid> {
+        let mut ids: Vec<Uuid> = self
+            .memories
+            .iter()
+            .flat_map(|m| m.source_message_ids.iter().copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
 }
 
 /// A session's extraction schedule (see `memory::schedule`).

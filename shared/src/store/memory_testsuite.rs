@@ -13,7 +13,7 @@ use super::TranscriptStore;
 use crate::domain::{NewTurn, SessionId, StoredTurn, Tenant};
 use crate::memory::{Category, Memory, MemoryStatus, TemplateRef};
 
-fn tenant() -> Tenant {
+pub(crate) fn tenant() -> Tenant {
     let id = Uuid::new_v4().simple().to_string();
     Tenant {
         team: format!("team-{id}"),
@@ -23,7 +23,11 @@ fn tenant() -> Tenant {
 }
 
 /// A session of `n` stored turns.
-async fn session_with_turns(turns: &dyn TranscriptStore, tenant: &Tenant, n: usize) -> (String, Vec<StoredTurn>) {
+pub(crate) async fn session_with_turns(
+    turns: &dyn TranscriptStore,
+    tenant: &Tenant,
+    n: usize,
+) -> (String, Vec<StoredTurn>) {
     let session = SessionId::parse(&format!("s-{}", Uuid::new_v4().simple())).expect("session id");
     let new: Vec<NewTurn> = (0..n)
         .map(|i| NewTurn::new("user", &format!("turn {i}"), None, None, None).expect("turn"))
@@ -33,7 +37,7 @@ async fn session_with_turns(turns: &dyn TranscriptStore, tenant: &Tenant, n: usi
     (session.as_str().to_owned(), stored)
 }
 
-fn memory(tenant: &Tenant, session_id: &str, content: &str, sources: &[Uuid]) -> Memory {
+pub(crate) fn memory(tenant: &Tenant, session_id: &str, content: &str, sources: &[Uuid]) -> Memory {
     let now = Utc::now().trunc_subsecs(6);
     Memory {
         id: Uuid::new_v4(),
@@ -75,7 +79,7 @@ fn record(memory: &Memory, event: &str) -> ProvenanceRecord {
     }
 }
 
-fn commit(tenant: &Tenant, session_id: &str, from: i64, to: i64, memories: Vec<Memory>) -> BatchCommit {
+pub(crate) fn commit(tenant: &Tenant, session_id: &str, from: i64, to: i64, memories: Vec<Memory>) -> BatchCommit {
     let provenance = memories.iter().map(|m| record(m, "add")).collect();
     BatchCommit {
         tenant: tenant.clone(),

@@ -19,6 +19,9 @@ pub mod audit;
 pub mod compaction;
 #[cfg(feature = "testing")]
 pub mod compaction_testsuite;
+pub mod erase;
+#[cfg(feature = "testing")]
+pub mod erase_testsuite;
 pub mod keys;
 pub mod memory;
 #[cfg(feature = "testing")]
@@ -171,6 +174,10 @@ pub trait TranscriptStore: Send + Sync + 'static {
 
     /// Sums what `consumer` has not processed yet.
     async fn lag(&self, consumer: &str) -> StoreResult<Lag>;
+
+    /// How many turns the team stores, over every session of every agent and user: what its
+    /// quota counts. Reads every session row of the store; call it seldom.
+    async fn team_turns(&self, team: &str) -> StoreResult<u64>;
 
     /// Checks that the backend answers.
     async fn ping(&self) -> StoreResult<()>;

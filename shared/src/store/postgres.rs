@@ -79,6 +79,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "api_keys",
         sql: include_str!("../../../migrations/V008__api_keys.sql"),
     },
+    Migration {
+        version: 9,
+        name: "erasures",
+        sql: include_str!("../../../migrations/V009__erasures.sql"),
+    },
 ];
 
 /// The advisory lock key that serializes `migrate` across replicas ("SEDIMENT" in ASCII).
@@ -90,6 +95,7 @@ const POOL_TIMEOUT: Duration = Duration::from_secs(10);
 
 mod audit;
 mod compaction;
+mod erase;
 mod keys;
 mod memory;
 mod prompts;
@@ -116,6 +122,7 @@ mod sql {
     pub const ADVANCE_CURSORS: &str = include_str!("postgres/queries/advance_cursors.sql");
     pub const LAG: &str = include_str!("postgres/queries/lag.sql");
     pub const RESET_CURSORS: &str = include_str!("postgres/queries/reset_cursors.sql");
+    pub const TEAM_TURNS: &str = include_str!("postgres/queries/team_turns.sql");
 }
 
 /// The transcript store on Postgres. Cheap to clone: clones share the pool.
@@ -504,6 +511,15 @@ impl TranscriptStore for PostgresStore {
             turns: get(&row, "turns")?,
             sessions: get(&row, "sessions")?,
         })
+    }
+
+    #[instrument(skip_all)]
+    async fn team_turns(&self, team: &str) -> StoreResult<u64> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::TEAM_TURNS).await.map_err(pg_error)?;
+        let row = client.query_one(&stmt, &[&team]).await.map_err(pg_error)?;
+        let n: i64 = get(&row, "n")?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     async fn ping(&self) -> StoreResult<()> {

@@ -49,17 +49,19 @@ const SCHEMA: &[&str] = &[
     include_str!("sqlite/audit.sql"),
     include_str!("sqlite/scene.sql"),
     include_str!("sqlite/keys.sql"),
+    include_str!("sqlite/erase.sql"),
 ];
 /// Recorded in `PRAGMA user_version`; a file written by a newer schema is refused. Bumped when
-/// a part adds tables (4: scenes and persona; 5: API keys): every part is `IF NOT EXISTS`, so an older file
+/// a part adds tables (4: scenes and persona; 5: API keys; 6: erasures): every part is `IF NOT EXISTS`, so an older file
 /// is upgraded in place on open, and an older build then refuses the file it cannot serve.
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 /// How long a call waits for another process's lock before it gives up as `Unavailable`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 mod audit;
 mod checkpoint;
 mod compaction;
+mod erase;
 mod keys;
 mod memory;
 mod prompts;
@@ -441,6 +443,19 @@ impl TranscriptStore for SqliteStore {
                 })
             })?;
             Ok(lag)
+        })
+        .await
+    }
+
+    #[instrument(skip_all)]
+    async fn team_turns(&self, team: &str) -> StoreResult<u64> {
+        let team = team.to_owned();
+        self.run(move |conn| {
+            // Seqs are gapless from 1: a session's last_seq is its turn count.
+            let n: i64 = conn
+                .prepare_cached("SELECT coalesce(sum(last_seq), 0) FROM sessions WHERE team_id = ?1")?
+                .query_row(params![team], |row| row.get(0))?;
+            Ok(u64::try_from(n).unwrap_or(0))
         })
         .await
     }

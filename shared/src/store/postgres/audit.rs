@@ -10,7 +10,7 @@ use crate::store::audit::{AuditCursor, AuditEntry, AuditFilter, AuditLog};
 use crate::store::StoreResult;
 
 const INSERT: &str = "INSERT INTO audit_log (id, at, team_id, agent_id, user_id, actor, action, target, outcome, \
-     duration_ms, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+     duration_ms, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING";
 const LIST: &str = "SELECT id, at, team_id, agent_id, user_id, actor, action, target, outcome, duration_ms, detail \
      FROM audit_log WHERE team_id = $1 AND agent_id = $2 AND user_id = $3 \
      AND ($4::text IS NULL OR action = $4) AND ($5::timestamptz IS NULL OR at >= $5) \

@@ -23,6 +23,13 @@ mod sql {
     pub const CLAIM_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
          VALUES ($1, $2, 0, now()) ON CONFLICT (consumer, session_id) DO NOTHING";
     pub const LOCK_CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = $1 AND session_id = $2 FOR UPDATE";
+    /// A batch's session and source turns, held until it commits: an erasure deletes them,
+    /// so it either waits for the batch (and then deletes its memories too) or the batch finds
+    /// them gone and writes nothing. KEY SHARE does not wait for appends, which only update
+    /// the session row.
+    pub const SHARE_SESSION: &str = "SELECT session_id FROM sessions \
+         WHERE session_id = $1 AND team_id = $2 AND agent_id = $3 AND user_id = $4 FOR KEY SHARE";
+    pub const SHARE_SOURCES: &str = "SELECT id FROM messages WHERE id = ANY($1) FOR KEY SHARE";
     pub const MOVE_CURSOR: &str = "UPDATE cursors SET seq = $3, updated_at = now() \
          WHERE consumer = $1 AND session_id = $2";
     pub const INSERT_MEMORY: &str = "INSERT INTO memories (id, team_id, agent_id, user_id, session_id, content, \
@@ -179,6 +186,25 @@ impl MemoryStore for PostgresStore {
     async fn commit_batch(&self, commit: &BatchCommit) -> StoreResult<CommitOutcome> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_error)?;
+        // The session first, before the cursor: an erasure locks sessions before it deletes
+        // cursors, so taking them in the other order could deadlock with it.
+        let t = &commit.tenant;
+        let session = tx.prepare_cached(sql::SHARE_SESSION).await.map_err(pg_error)?;
+        if tx
+            .query_opt(&session, &[&commit.session_id, &t.team, &t.agent, &t.user])
+            .await
+            .map_err(pg_error)?
+            .is_none()
+        {
+            return Ok(CommitOutcome::SourcesGone);
+        }
+        let sources = commit.source_turns();
+        if !sources.is_empty() {
+            let share = tx.prepare_cached(sql::SHARE_SOURCES).await.map_err(pg_error)?;
+            if tx.query(&share, &[&sources]).await.map_err(pg_error)?.len() != sources.len() {
+                return Ok(CommitOutcome::SourcesGone);
+            }
+        }
         let claim = tx.prepare_cached(sql::CLAIM_CURSOR).await.map_err(pg_error)?;
         tx.execute(&claim, &[&EXTRACT_CONSUMER, &commit.session_id])
             .await
@@ -221,7 +247,6 @@ impl MemoryStore for PostgresStore {
             .map_err(pg_error)?;
         }
         let archive = tx.prepare_cached(sql::ARCHIVE).await.map_err(pg_error)?;
-        let t = &commit.tenant;
         for (old, new) in &commit.archive {
             tx.execute(&archive, &[old, &t.team, &t.agent, &t.user, new, &commit.now])
                 .await

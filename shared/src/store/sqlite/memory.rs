@@ -19,6 +19,11 @@ mod sql {
     pub const MEMORY_COLUMNS: &str = "id, team_id, agent_id, user_id, session_id, content, category, priority, \
          scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at";
     pub const CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = ?1 AND session_id = ?2";
+    /// A batch's session and source turns must still be there (an erasure may have deleted
+    /// them); the immediate transaction keeps them until the batch commits.
+    pub const SESSION_OF_OWNER: &str = "SELECT 1 FROM sessions \
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
+    pub const COUNT_TURNS: &str = "SELECT count(*) FROM messages WHERE id IN (SELECT value FROM json_each(?1))";
     pub const MOVE_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, session_id) DO UPDATE \
          SET seq = excluded.seq, updated_at = excluded.updated_at";
@@ -193,6 +198,23 @@ fn provenance_of(row: &rusqlite::Row<'_>) -> Outcome<ProvenanceRecord> {
 
 fn commit_batch(conn: &mut Connection, commit: &BatchCommit) -> Outcome<CommitOutcome> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let t = &commit.tenant;
+    let session_there =
+        tx.prepare_cached(sql::SESSION_OF_OWNER)?
+            .exists(params![commit.session_id, t.team, t.agent, t.user])?;
+    let sources = commit.source_turns();
+    if !session_there {
+        return Ok(CommitOutcome::SourcesGone);
+    }
+    if !sources.is_empty() {
+        let ids = json_array(sources.iter().map(Uuid::to_string)).map_err(Failure::Corrupt)?;
+        let found: i64 = tx
+            .prepare_cached(sql::COUNT_TURNS)?
+            .query_row(params![ids], |row| row.get(0))?;
+        if usize::try_from(found).ok() != Some(sources.len()) {
+            return Ok(CommitOutcome::SourcesGone);
+        }
+    }
     let cursor: i64 = tx
         .prepare_cached(sql::CURSOR)?
         .query_row(params![EXTRACT_CONSUMER, commit.session_id], |row| row.get("seq"))
@@ -204,7 +226,6 @@ fn commit_batch(conn: &mut Connection, commit: &BatchCommit) -> Outcome<CommitOu
     for m in &commit.memories {
         insert_memory(&tx, m)?;
     }
-    let t = &commit.tenant;
     let now = commit.now.timestamp_micros();
     {
         let mut archive = tx.prepare_cached(sql::ARCHIVE)?;
