@@ -643,7 +643,7 @@ impl Inner {
                 tickets: batch.iter().map(|(ticket, _, _)| *ticket).collect(),
             };
             let durable = batch.iter().any(|(_, durable, _)| *durable);
-            let points: Vec<_> = batch.into_iter().flat_map(|(_, _, points)| points).collect();
+            let points = last_of_each(batch.into_iter().flat_map(|(_, _, points)| points), |p| p.id);
             metrics::histogram!(m::INDEX_WRITE_POINTS).record(points.len() as f64);
             let result = self.write(
                 UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(
@@ -821,7 +821,13 @@ impl SearchIndex for EdgeIndex {
         if ids.is_empty() {
             return Ok(());
         }
-        let ids = ids.iter().copied().map(PointId::Uuid).collect();
+        // Each id once: edge refuses a point deleted twice by one operation while an optimizer
+        // runs (see `last_of_each`); callers pass lists that may repeat (an outbox batch that
+        // names a memory twice).
+        let ids = last_of_each(ids.iter().copied(), |id| *id)
+            .into_iter()
+            .map(PointId::Uuid)
+            .collect();
         self.background(move |inner| {
             inner.write(
                 UpdateOperation::PointOperation(PointOperations::DeletePoints { ids }),
@@ -848,6 +854,21 @@ impl SearchIndex for EdgeIndex {
         // The shard lives in this process and stays open as long as `self` does.
         Ok(())
     }
+}
+
+/// One item per key, the last: writers combined into one update may name the same point (a
+/// memory synced by the API and by the extract worker at once), and edge's proxy segments,
+/// while an optimizer runs, refuse a point moved twice by one operation (a debug assertion in
+/// qdrant-edge 0.7.2, `Overriding deleted flag … with older op_num`, hit by `bench_erase`).
+/// The last is what applying them in order would have left.
+fn last_of_each<T, K: std::hash::Hash + Eq>(items: impl Iterator<Item = T>, key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut items: Vec<T> = items.collect();
+    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    let mut keep: Vec<bool> = items.iter().rev().map(|item| seen.insert(key(item))).collect();
+    keep.reverse();
+    let mut keep = keep.into_iter();
+    items.retain(|_| keep.next().unwrap_or(true));
+    items
 }
 
 fn outcome_result(outcome: Option<(bool, String)>) -> IndexResult<()> {
@@ -1169,5 +1190,14 @@ mod tests {
         index.optimize().await.unwrap();
         assert_eq!(nice_of_threads_named("sediment-nice14"), vec![14]);
         assert_eq!(thread_in(&optimizer), "sediment-nice14\n");
+    }
+
+    #[test]
+    fn a_combined_write_keeps_the_last_of_each_point() {
+        let items = [(1, "a"), (2, "b"), (1, "c"), (3, "d"), (2, "e")];
+        assert_eq!(
+            last_of_each(items.into_iter(), |(id, _)| *id),
+            vec![(1, "c"), (3, "d"), (2, "e")]
+        );
     }
 }
