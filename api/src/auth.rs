@@ -2,10 +2,14 @@
 //!
 //! - **Off** (the embedded default on a loopback address, or `SEDIMENT_AUTH=off`): every caller
 //!   is whichever tenant its headers name, as before keys existed.
-//! - **On**: the operator's admin key may call `/v1/admin/*` and nothing else; a team's API key
-//!   (`shared::auth`) may call the rest within its scope. The key decides the team; the agent
-//!   and user still come from the headers or body, and must be inside the key's scope (see
-//!   `extract::tenant_from`). A missing or unknown credential is 401 with `WWW-Authenticate`.
+//! - **On** (an admin key, or an identity provider's JWKS, is set): the operator's admin key may
+//!   call `/v1/admin/*` and nothing else; a team's API key (`shared::auth`), or a token of the
+//!   identity provider (`jwt`), may call the rest within its scope. The credential decides the
+//!   team; the agent and user still come from the headers or body, and must be inside its scope
+//!   (see `extract::tenant_from`). A missing or unknown credential is 401 with `WWW-Authenticate`.
+//!
+//! A bearer shaped like an API key (`sdmk_…`) is only ever looked up as a key, and one shaped
+//! like a JWT only ever verified as a token: neither kind can be mistaken for the other.
 //!
 //! Keys are looked up by the SHA-256 of the presented secret and cached per replica for
 //! `SEDIMENT_AUTH_KEY_CACHE_MS` (10 s): a revoked key stops working at once on the replica
@@ -30,6 +34,7 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::extract::TEAM_HEADER;
+use crate::jwt::{looks_like_jwt, TokenError, TokenGrant, TokenVerifier};
 use crate::limit::RateLimiter;
 
 /// The prefix of every route only the operator's admin key may call.
@@ -48,6 +53,8 @@ pub enum Principal {
     Operator,
     /// A team's API key.
     Key(Arc<ApiKey>),
+    /// A token of the organisation's identity provider.
+    Token(Arc<TokenGrant>),
 }
 
 /// The API's authentication, decided once at start.
@@ -57,52 +64,70 @@ pub enum Auth {
     On(Arc<KeyAuth>),
 }
 
+/// The credentials accepted with auth on.
 pub struct KeyAuth {
-    admin_key: Secret,
+    /// `None` when only the identity provider turned auth on: then no one manages keys.
+    admin_key: Option<Secret>,
     keys: Arc<dyn KeyStore>,
     cache: KeyCache,
+    tokens: Option<TokenVerifier>,
 }
 
 impl Auth {
     /// Decides from the settings, the deployment and the address the API listens on. Refuses
     /// to start when auth would be off anywhere but on a loopback address of the embedded
-    /// deployment, unless `SEDIMENT_AUTH=off` says so.
+    /// deployment, unless `SEDIMENT_AUTH=off` says so. A JWKS file is read here, so a missing
+    /// or unusable one fails the start.
     pub fn decide(settings: &Settings, listen: SocketAddr, keys: Arc<dyn KeyStore>) -> anyhow::Result<Self> {
         let AuthSettings {
             mode,
             admin_key,
             key_cache_ttl,
+            jwt,
         } = &settings.auth;
-        let on = |admin_key: &Secret| {
-            tracing::info!("auth is on: /v1 needs an API key (Authorization: Bearer)");
-            Self::On(Arc::new(KeyAuth {
-                admin_key: admin_key.clone(),
-                keys: keys.clone(),
-                cache: KeyCache::new(*key_cache_ttl),
-            }))
-        };
         let cluster = matches!(settings.deployment, Deployment::Cluster { .. });
-        match (mode, admin_key) {
-            (AuthMode::Off, _) => {
+        let configured = admin_key.is_some() || jwt.is_some();
+        match mode {
+            AuthMode::Off => {
                 tracing::warn!(
                     addr = %listen,
                     "auth is off (SEDIMENT_AUTH=off): any client that reaches this address can read and write every tenant"
                 );
+                if jwt.is_some() {
+                    tracing::warn!("SEDIMENT_AUTH=off: the identity provider's tokens are ignored");
+                }
                 Ok(Self::Off)
             }
-            (AuthMode::On | AuthMode::Auto, Some(admin_key)) => Ok(on(admin_key)),
-            (AuthMode::On, None) => {
-                anyhow::bail!("SEDIMENT_AUTH=on needs SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE")
+            AuthMode::On | AuthMode::Auto if configured => {
+                let tokens = jwt.as_ref().map(TokenVerifier::new).transpose()?;
+                let accepted = match (admin_key.is_some(), tokens.is_some()) {
+                    (_, false) => "an API key",
+                    (true, true) => "an API key or a token of the identity provider",
+                    (false, true) => "a token of the identity provider (or an API key made earlier)",
+                };
+                tracing::info!("auth is on: /v1 needs {accepted} (Authorization: Bearer)");
+                Ok(Self::On(Arc::new(KeyAuth {
+                    admin_key: admin_key.clone(),
+                    keys,
+                    cache: KeyCache::new(*key_cache_ttl),
+                    tokens,
+                })))
             }
-            (AuthMode::Auto, None) if cluster => anyhow::bail!(
-                "the cluster deployment requires auth: set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE \
+            AuthMode::On => anyhow::bail!(
+                "SEDIMENT_AUTH=on needs SEDIMENT_ADMIN_KEY, SEDIMENT_ADMIN_KEY_FILE, SEDIMENT_AUTH_JWKS_FILE \
+                 or SEDIMENT_AUTH_JWKS_URL"
+            ),
+            AuthMode::Auto if cluster => anyhow::bail!(
+                "the cluster deployment requires auth: set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE, or an \
+                 identity provider's SEDIMENT_AUTH_JWKS_URL or SEDIMENT_AUTH_JWKS_FILE \
                  (or SEDIMENT_AUTH=off to run without, which lets any client act as any tenant)"
             ),
-            (AuthMode::Auto, None) if !listen.ip().is_loopback() => anyhow::bail!(
-                "refusing to listen on {listen} with auth off: set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE, \
-                 listen on a loopback address, or set SEDIMENT_AUTH=off explicitly"
+            AuthMode::Auto if !listen.ip().is_loopback() => anyhow::bail!(
+                "refusing to listen on {listen} with auth off: set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE \
+                 (or SEDIMENT_AUTH_JWKS_URL or SEDIMENT_AUTH_JWKS_FILE), listen on a loopback address, \
+                 or set SEDIMENT_AUTH=off explicitly"
             ),
-            (AuthMode::Auto, None) => {
+            AuthMode::Auto => {
                 tracing::info!(
                     addr = %listen,
                     "auth is off: no admin key is set and the API listens on loopback only; \
@@ -164,6 +189,10 @@ pub async fn authenticate(State(gate): State<Gate>, mut req: Request, next: Next
             count("key");
             Some(key.team.clone())
         }
+        Principal::Token(token) => {
+            count("token");
+            Some(token.team.clone())
+        }
     };
     if let (Some(limiter), Some(team)) = (&limiter, &team) {
         if let Err(wait) = limiter.check(team) {
@@ -179,9 +208,14 @@ impl KeyAuth {
     async fn principal(&self, authorization: Option<HeaderValue>) -> Result<Principal, ApiError> {
         let Some(value) = authorization else {
             count("missing");
-            return Err(ApiError::Unauthorized(
-                "this call needs an API key: send Authorization: Bearer <key>".into(),
-            ));
+            let credential = if self.tokens.is_some() {
+                "an API key or a token"
+            } else {
+                "an API key"
+            };
+            return Err(ApiError::Unauthorized(format!(
+                "this call needs {credential}: send Authorization: Bearer <credential>"
+            )));
         };
         let token = value
             .to_str()
@@ -189,7 +223,11 @@ impl KeyAuth {
             .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
             .map(str::trim)
             .unwrap_or_default();
-        if secrets_equal(token, self.admin_key.expose()) {
+        if self
+            .admin_key
+            .as_ref()
+            .is_some_and(|admin_key| secrets_equal(token, admin_key.expose()))
+        {
             return Ok(Principal::Operator);
         }
         if looks_like_key(token) {
@@ -201,6 +239,19 @@ impl KeyAuth {
                     return Err(e.into());
                 }
             }
+        }
+        if let Some(tokens) = self.tokens.as_ref().filter(|_| looks_like_jwt(token)) {
+            return match tokens.verify(token).await {
+                Ok(grant) => Ok(Principal::Token(Arc::new(grant))),
+                Err(TokenError::Invalid(reason)) => {
+                    count("invalid_token");
+                    Err(ApiError::Unauthorized(reason))
+                }
+                Err(TokenError::NoGrant(reason)) => {
+                    count("forbidden");
+                    Err(ApiError::Forbidden(reason))
+                }
+            };
         }
         count("unknown");
         Err(ApiError::Unauthorized(
@@ -221,21 +272,24 @@ fn allow(principal: &Principal, method: &Method, route: &str) -> Result<(), ApiE
         Principal::Operator => Err(ApiError::Forbidden(
             "the admin key manages API keys only: call this route with a team's API key".into(),
         )),
-        Principal::Key(_) if admin_route => Err(ApiError::Forbidden(
+        Principal::Key(_) | Principal::Token(_) if admin_route => Err(ApiError::Forbidden(
             "only the operator's admin key may manage API keys".into(),
         )),
-        Principal::Key(key) => {
-            let needed = required_permission(method, route);
-            if key.permission >= needed {
-                Ok(())
-            } else {
-                Err(ApiError::Forbidden(format!(
-                    "this API key has {} permission; {method} {route} needs {}",
-                    key.permission.as_str(),
-                    needed.as_str()
-                )))
-            }
-        }
+        Principal::Key(key) => permitted("API key", key.permission, method, route),
+        Principal::Token(token) => permitted("token", token.permission, method, route),
+    }
+}
+
+fn permitted(credential: &str, has: Permission, method: &Method, route: &str) -> Result<(), ApiError> {
+    let needed = required_permission(method, route);
+    if has >= needed {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(format!(
+            "this {credential} has {} permission; {method} {route} needs {}",
+            has.as_str(),
+            needed.as_str()
+        )))
     }
 }
 
@@ -257,7 +311,8 @@ pub fn required_permission(method: &Method, route: &str) -> Permission {
             | "/v1/scenes/{id}"
             | "/v1/persona"
             | "/v1/prompts"
-            | "/v1/prompts/{template_id}",
+            | "/v1/prompts/{template_id}"
+            | "/v1/users/{user_id}/erasures/{erasure_id}",
         ) => Permission::Read,
         (
             "POST",
@@ -346,6 +401,15 @@ mod tests {
         }))
     }
 
+    fn token(permission: Permission) -> Principal {
+        Principal::Token(Arc::new(TokenGrant {
+            team: "acme".into(),
+            agent: None,
+            user: None,
+            permission,
+        }))
+    }
+
     #[test]
     fn each_principal_reaches_only_its_routes() {
         let (get, post, put) = (Method::GET, Method::POST, Method::PUT);
@@ -360,6 +424,11 @@ mod tests {
         assert!(allow(&key(Permission::Write), &put, "/v1/prompts/{template_id}").is_err());
         assert!(allow(&key(Permission::Admin), &put, "/v1/prompts/{template_id}").is_ok());
         assert!(allow(&key(Permission::Write), &get, "/v1/audit").is_err());
+        // A token is held to the same table as a key with its permission.
+        assert!(allow(&token(Permission::Admin), &get, "/v1/admin/keys").is_err());
+        assert!(allow(&token(Permission::Read), &post, "/v1/recall").is_ok());
+        assert!(allow(&token(Permission::Read), &post, "/v1/sessions/{session_id}/messages").is_err());
+        assert!(allow(&token(Permission::Admin), &put, "/v1/prompts/{template_id}").is_ok());
     }
 
     #[test]

@@ -44,7 +44,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for AppJson<T> {
                 ApiError::MalformedJson(format!("failed to read request body: {}", rejection.body_text()))
             }
         })?;
-        serde_json::from_slice(&bytes).map(AppJson).map_err(|e| {
+        let rejection = |e: serde_json::Error| {
             use serde_json::error::Category;
             match e.classify() {
                 Category::Syntax | Category::Eof | Category::Io => {
@@ -52,7 +52,59 @@ impl<T: DeserializeOwned> FromRequest<AppState> for AppJson<T> {
                 }
                 Category::Data => ApiError::Invalid(format!("invalid request body: {e}")),
             }
+        };
+        // Every body is an object; serde would also fill a struct from an array of its fields.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).map_err(rejection)?;
+            return Err(ApiError::Invalid("invalid request body: must be a JSON object".into()));
+        }
+        serde_json::from_slice(&bytes).map(AppJson).map_err(rejection)
+    }
+}
+
+/// `deserialize_with` for an optional nested struct: a JSON object or `null`, never the array
+/// of its fields that serde's derive would also take (the document allows objects only).
+pub fn optional_object<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    use serde::Deserialize as _;
+    Option::<serde_json::Map<String, serde_json::Value>>::deserialize(deserializer)?
+        .map(|fields| serde_json::from_value(serde_json::Value::Object(fields)))
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
+/// `deserialize_with` for a list of nested structs: each a JSON object (see [`optional_object`]).
+pub fn objects<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    use serde::Deserialize as _;
+    Vec::<serde_json::Map<String, serde_json::Value>>::deserialize(deserializer)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, fields)| {
+            serde_json::from_value(serde_json::Value::Object(fields))
+                .map_err(|e| serde::de::Error::custom(format_args!("[{i}]: {e}")))
         })
+        .collect()
+}
+
+/// axum's `Path`, rejected with our error body: a parameter that is not valid UTF-8 after
+/// percent-decoding is 422 `invalid_request` (axum answers plain text).
+pub struct Path<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(value)| Self(value))
+            .map_err(|rejection| ApiError::Invalid(rejection.body_text()))
     }
 }
 
@@ -103,8 +155,10 @@ fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
 }
 
 /// Resolves the tenant: headers first, then the body's `team_id`/`agent_id`/`user_id`, within
-/// what the caller's credential allows. A team's key decides the team (naming it is optional;
-/// naming another is 403), and a key narrowed to some agents may act only as those (403).
+/// what the caller's credential allows. A team's key or token decides the team (naming it is
+/// optional; naming another is 403). A key narrowed to some agents may act only as those, and a
+/// token whose claims name an agent or a user acts as that one (naming it is optional; naming
+/// another is 403).
 pub fn tenant_from(
     headers: &HeaderIds,
     team: Option<&str>,
@@ -116,26 +170,54 @@ pub fn tenant_from(
     let user = headers.user.as_deref().or(user);
     match &headers.principal {
         Principal::Open => Ok(Tenant::new(team, agent, user)?),
-        Principal::Key(key) => {
-            let tenant = Tenant::new(Some(team.unwrap_or(&key.team)), agent, user)?;
-            if tenant.team != key.team {
-                return Err(ApiError::Forbidden(format!(
-                    "this API key does not grant access to team {:?}",
-                    tenant.team
-                )));
-            }
-            if !key.allows_agent(&tenant.agent) {
-                return Err(ApiError::Forbidden(format!(
-                    "this API key does not grant access to agent {:?}",
-                    tenant.agent
-                )));
-            }
-            Ok(tenant)
-        }
+        Principal::Key(key) => within(
+            "API key",
+            Tenant::new(Some(team.unwrap_or(&key.team)), agent, user)?,
+            &key.team,
+            |agent| key.allows_agent(agent),
+            None,
+        ),
+        Principal::Token(token) => within(
+            "token",
+            Tenant::new(
+                Some(team.unwrap_or(&token.team)),
+                agent.or(token.agent.as_deref()),
+                user.or(token.user.as_deref()),
+            )?,
+            &token.team,
+            |agent| token.agent.as_deref().is_none_or(|pinned| pinned == agent),
+            token.user.as_deref(),
+        ),
         Principal::Operator => Err(ApiError::Forbidden(
             "the admin key manages API keys only: call this route with a team's API key".into(),
         )),
     }
+}
+
+/// `tenant`, if a team's credential reaches it: its team, an agent it allows, and its user
+/// when it pins one.
+fn within(
+    credential: &str,
+    tenant: Tenant,
+    team: &str,
+    allows_agent: impl Fn(&str) -> bool,
+    user: Option<&str>,
+) -> Result<Tenant, ApiError> {
+    let refuse = |what: &str, id: &str| {
+        Err(ApiError::Forbidden(format!(
+            "this {credential} does not grant access to {what} {id:?}"
+        )))
+    };
+    if tenant.team != team {
+        return refuse("team", &tenant.team);
+    }
+    if !allows_agent(&tenant.agent) {
+        return refuse("agent", &tenant.agent);
+    }
+    if user.is_some_and(|user| user != tenant.user) {
+        return refuse("user", &tenant.user);
+    }
+    Ok(tenant)
 }
 
 impl HeaderIds {
