@@ -14,6 +14,11 @@
 //!
 //! Compaction is incremental: the last summary (if made since the last reset) is folded
 //! together with the turns after it, so a job costs what was said since the last one.
+//!
+//! Secrets are masked (`memory::redact`) on both sides of the summarizer, whichever it is:
+//! in the turns it is given, so none reaches a model, and in the summary it returns, so none
+//! is stored even if a model makes one up or repeats one from elsewhere. The stored turns
+//! themselves (L0) stay verbatim.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,11 +28,12 @@ use chrono::Utc;
 use sha2::{Digest as _, Sha256};
 
 use super::service::window_turn;
-use super::summary::{Summarizer, Summary, SummaryRequest, SummaryTurn, PROMPT_VERSION};
+use super::summary::{Dimension, Summarizer, Summary, SummaryRequest, SummaryTurn, PROMPT_VERSION};
 use super::tokens::estimate_message;
 use super::ContextSettings;
 use crate::bus::{Event, WorkerKind};
 use crate::domain::{SessionId, StoredTurn, Tenant};
+use crate::memory::redact::{count_masked, redact};
 use crate::metrics;
 use crate::runtime::{error_chain, Handler, HandlerError};
 use crate::store::compaction::{Claim, CompactionRequest, CompactionStore, RequestOutcome, StoredSummary, WindowQuery};
@@ -37,6 +43,8 @@ use crate::store::{StoreError, TranscriptStore};
 const SWEEP_BATCH: u32 = 100;
 /// Turns read per page when loading a session for compaction.
 const READ_PAGE: u32 = 1_000;
+/// The redaction metric's label for compaction.
+const STAGE: &str = "compaction";
 
 /// How a job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,7 +283,11 @@ impl Compactor {
             .and_then(|r| r.summary)
             .filter(|s| s.reset_at == info.reset_at)
             .and_then(|s| match serde_json::from_value::<Summary>(s.summary.clone()) {
-                Ok(summary) => Some((s, summary)),
+                Ok(mut summary) => {
+                    // A summary stored before a redaction pattern existed goes to the model too.
+                    count_masked(STAGE, "input", redact_summary(&mut summary));
+                    Some((s, summary))
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "stored summary is unreadable; compacting from the reset");
                     None
@@ -294,8 +306,15 @@ impl Compactor {
         let limit = self.summarizer.max_input_tokens().unwrap_or(u64::MAX);
         let mut taken_tokens = 0u64;
         let mut inputs: Vec<SummaryTurn> = Vec::new();
+        let mut masked = 0;
         for t in summarizable {
-            let window = window_turn(t.clone(), &self.settings);
+            // Masked before L1 cuts the turn: the cut keeps a head and a tail, and the tail of a
+            // private key, without its BEGIN line, is no longer recognizable as one.
+            let mut turn = t.clone();
+            let redacted = redact(&t.content);
+            masked += redacted.count;
+            turn.content = redacted.text.into_owned();
+            let window = window_turn(turn, &self.settings);
             taken_tokens += window.tokens;
             if taken_tokens > limit && !inputs.is_empty() {
                 break;
@@ -308,6 +327,7 @@ impl Compactor {
             });
         }
         let more = inputs.len() < summarizable.len();
+        count_masked(STAGE, "input", masked);
 
         let started_at = Utc::now();
         let started = Instant::now();
@@ -330,6 +350,7 @@ impl Compactor {
                 }
             };
 
+        count_masked(STAGE, "output", redact_summary(&mut summary));
         summary.trim_to(self.settings.summary_max_tokens);
 
         let previous = previous.map(|(stored, _)| stored);
@@ -399,6 +420,21 @@ impl Compactor {
     }
 }
 
+/// Masks the secrets in every item of `summary`; returns how many were masked.
+fn redact_summary(summary: &mut Summary) -> usize {
+    let mut masked = 0;
+    for dimension in Dimension::ALL {
+        for item in summary.items_mut(dimension) {
+            let redacted = redact(item);
+            masked += redacted.count;
+            if redacted.count > 0 {
+                *item = redacted.text.into_owned();
+            }
+        }
+    }
+    masked
+}
+
 /// A tool call or result, by role or by the metadata keys chat APIs use for them.
 fn is_tool_turn(turn: &StoredTurn) -> bool {
     turn.role == crate::domain::Role::Tool
@@ -434,5 +470,28 @@ impl Handler for CompactHandler {
 
     async fn sweep(&self) -> Result<usize, HandlerError> {
         Ok(self.0.sweep().await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dimension_of_a_summary_is_masked() {
+        let mut summary = Summary {
+            decisions: vec!["use redis://:Zq9x8w7v6u5t@cache:6379 for sessions".into()],
+            todos: vec!["rotate AKIAIOSFODNN7EXAMPLE".into(), "archive 2023 orders".into()],
+            ..Summary::default()
+        };
+        assert_eq!(redact_summary(&mut summary), 2);
+        assert_eq!(
+            summary.decisions,
+            ["use redis://:[REDACTED:url_credentials]@cache:6379 for sessions"]
+        );
+        assert_eq!(
+            summary.todos,
+            ["rotate [REDACTED:aws_access_key]", "archive 2023 orders"]
+        );
     }
 }

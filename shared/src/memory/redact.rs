@@ -1,16 +1,22 @@
 //! Secret redaction, step 2 of the L1 pipeline: API keys, tokens, passwords and private keys in
-//! a turn are masked before any LLM sees the text and before any memory is stored.
+//! a turn are masked before any LLM sees the text and before any memory is stored. Session
+//! compaction, scenes and the persona mask with it too, on the way to their model and on what
+//! it writes back ([`redact_json`] for JSON briefs, [`count_masked`] for the metric).
 //!
 //! A secret is replaced by a marker naming its kind, `[REDACTED:api_key]`; for `key=value`
 //! forms only the value is masked (`DB_PASSWORD=[REDACTED:password]`), so the memory still
 //! says *that* a password was set. Two families of patterns:
 //! - **recognizable formats**, masked wherever they appear: PEM private-key blocks, JWTs,
-//!   OpenAI/Anthropic `sk-…`, Stripe `sk_live_…` and sediment's own `sdmk_…` keys, AWS access key ids (`AKIA…`), GitHub
-//!   (`ghp_…`, `github_pat_…`), Slack (`xox?-…`, webhook URLs), Google (`AIza…`), `Bearer` and
-//!   `Basic` credentials, `scheme://user:password@host`;
+//!   OpenAI/Anthropic `sk-…`, Stripe `sk_live_…` / `whsec_…` and sediment's own `sdmk_…` keys,
+//!   AWS access key ids (`AKIA…`), Tencent Cloud (`AKID…`) and Alibaba Cloud (`LTAI…`) ids,
+//!   GitHub (`ghp_…`, `github_pat_…`), GitLab (`glpat-…`), Slack (`xox?-…`, webhook URLs),
+//!   Google (`AIza…`, `GOCSPX-…`), `Bearer` and `Basic` credentials,
+//!   `scheme://user:password@host` (the user may be empty, the password may hold `@`), the
+//!   `sig=` of an Azure SAS URL, `mysql -p…`;
 //! - **context**: the value after a secret-named key (`password=`, `passwd:`, `pwd=`,
-//!   `api_key:`, `token=`, `client_secret=`, `"password": "…"`, `密码：`, `密钥是`) or in
-//!   "my password is …".
+//!   `api_key:`, `AccountKey=`, `token=`, `client_secret=`, `ENCRYPTION_KEY=`, `SK:`,
+//!   `"password": "…"`, `密码：`, `密钥是`) or in "my password is …", "the password for the
+//!   admin console: …", "密码 Abc123!".
 //!
 //! # What is deliberately left alone
 //! A bare high-entropy string with no recognizable prefix and no secret-named key next to it is
@@ -37,6 +43,8 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
+
+use crate::metrics;
 
 /// What kind of secret was masked; `as_str` appears in the marker and as a metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -141,6 +149,33 @@ pub fn redact(text: &str) -> Redacted<'_> {
     }
 }
 
+/// Counts `masked` secrets found by `stage` on `side` (see [`metrics::REDACTIONS`]).
+pub fn count_masked(stage: &'static str, side: &'static str, masked: usize) {
+    if masked > 0 {
+        ::metrics::counter!(metrics::REDACTIONS, "stage" => stage, "side" => side).increment(masked as u64);
+    }
+}
+
+/// Masks the secrets in every string of `value`, in place; returns how many were masked. Object
+/// keys are field names and are left alone. For a model's JSON answer or a JSON brief: masking
+/// the serialized text instead could cut through its quoting (an unterminated PEM block is
+/// masked to the end of the text).
+pub fn redact_json(value: &mut serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::String(text) => {
+            let redacted = redact(text);
+            let count = redacted.count;
+            if let Cow::Owned(masked) = redacted.text {
+                *text = masked;
+            }
+            count
+        }
+        serde_json::Value::Array(items) => items.iter_mut().map(redact_json).sum(),
+        serde_json::Value::Object(map) => map.values_mut().map(redact_json).sum(),
+        serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => 0,
+    }
+}
+
 /// The match with its `secret` group replaced by the marker, or unchanged when the value is
 /// already a marker or fails the rule's check.
 fn mask(rule: &Rule, caps: &Captures<'_>, hits: &mut usize) -> String {
@@ -173,8 +208,8 @@ const VALUE: &str = r#"(?P<secret>[^\s"',;`，。；、！？）】」]+)"#;
 /// after it ("密码是abc123用户名…") or instead of it ("密码是什么") are never taken.
 const PROSE_VALUE: &str = r#"(?P<secret>[[:graph:]&&[^"',;`]]+)"#;
 /// A key's separator from its value: `=`, `:`, `：`, `=>`, with an optional closing quote
-/// before and opening quote after (`"password": "x"`).
-const SEP: &str = r#"["']?\s*(?:=>|=|:|：)\s*["'“]?"#;
+/// before and opening quote or backtick after (`"password": "x"`, ``password: `x` ``).
+const SEP: &str = r#"["']?\s*(?:=>|=|:|：)\s*["'“`]?"#;
 
 fn any(_: &str) -> bool {
     true
@@ -244,7 +279,10 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         ),
         (
             SecretKind::UrlCredentials,
-            r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/?#@\[\]]+:(?P<secret>[^\s/?#@]+)@".into(),
+            // The user may be empty (`redis://:pass@host`). The password runs to the *last*
+            // `@` before the path: people paste `p@ss#1` unencoded, and a cut at the first `@`
+            // would store the rest.
+            r#"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/?#@\[\]]*:(?P<secret>[^\s/"'`<>]+)@"#.into(),
             any,
         ),
         (
@@ -261,7 +299,9 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         (
             SecretKind::ApiKey,
             // sediment's own keys (`shared::auth`) too: a key pasted into a turn is a secret.
-            r"\b(?P<secret>sk-[A-Za-z0-9_-]{20,}|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|sdmk_[0-9a-f]{64})".into(),
+            // GitLab, Stripe webhook signing, Google OAuth client, Tencent Cloud SecretId and
+            // Alibaba Cloud AccessKey ids are pasted bare, with no key name to go by.
+            r"\b(?P<secret>sk-[A-Za-z0-9_-]{20,}|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|sdmk_[0-9a-f]{64}|glpat-[A-Za-z0-9_-]{20,}|whsec_[A-Za-z0-9+/=]{24,}|GOCSPX-[A-Za-z0-9_-]{24,}|AKID[A-Za-z0-9]{32}|LTAI[A-Za-z0-9]{12,30})".into(),
             any,
         ),
         (
@@ -290,13 +330,33 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             password_value,
         ),
         (
+            SecretKind::Password,
+            // The MySQL client takes the password glued to `-p` (`-P` is the port, and a bare
+            // `-p` prompts for it).
+            r#"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]*?\s-p(?P<secret>[^\s"'`;]+)"#.into(),
+            password_value,
+        ),
+        (
             SecretKind::ApiKey,
-            format!(r"(?i)\b[a-z0-9_.-]*?(?:api[_-]?key|apikey|app[_-]?key|access[_-]?key(?:[_-]?id)?){SEP}{VALUE}"),
+            // `AccountKey=` is Azure's storage connection string.
+            format!(r"(?i)\b[a-z0-9_.-]*?(?:api[_-]?key|apikey|app[_-]?key|access[_-]?key(?:[_-]?id)?|account[_-]?key){SEP}{VALUE}"),
             token_value,
         ),
         (
             SecretKind::Secret,
-            format!(r"(?i)\b[a-z0-9_.-]*?(?:secret|private[_-]?key)[a-z0-9_-]*{SEP}{VALUE}"),
+            format!(r"(?i)\b[a-z0-9_.-]*?(?:secret|private[_-]?key|(?:encryption|signing|master|hmac)[_-]?key)[a-z0-9_-]*{SEP}{VALUE}"),
+            token_value,
+        ),
+        (
+            SecretKind::Secret,
+            // The signature of an Azure SAS URL; the other parameters only say what it grants.
+            r#"(?i)[?&]sig=(?P<secret>[^\s&"'<>]+)"#.into(),
+            token_value,
+        ),
+        (
+            SecretKind::Secret,
+            // "AK/SK" is how Chinese cloud consoles name an access key pair; the AK is an id.
+            format!(r"\bSK\s*(?:是|为|:|：|=)\s*[“'`「]?{VALUE}"),
             token_value,
         ),
         (
@@ -306,7 +366,14 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         ),
         (
             SecretKind::Password,
-            format!(r#"(?i)\b(?:password|passwd|passphrase|passcode)\s+(?:is|was)\s+["']?{PROSE_VALUE}"#),
+            format!(r#"(?i)\b(?:password|passwd|passphrase|passcode)\s+(?:is|was)\s+["'`]?{PROSE_VALUE}"#),
+            prose_password,
+        ),
+        (
+            SecretKind::Password,
+            // "the password for the grafana admin console: …", up to five words naming what
+            // it opens.
+            format!(r#"(?i)\b(?:password|passwd|passphrase)\s+(?:for|of|on|to)\s+(?:[\w.@-]+\s+){{0,4}}?[\w.@-]+(?:\s+(?:is|was)\s+|\s*[:：=]\s*)["'`]?{PROSE_VALUE}"#),
             prose_password,
         ),
         (
@@ -316,12 +383,19 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         ),
         (
             SecretKind::Password,
-            format!(r"(?:密码|口令)(?:是|为|:|：|=)\s*[“']?{PROSE_VALUE}"),
+            format!(r"(?:密码|口令)\s*(?:(?:是|为)\s*[:：]?|[:：=])\s*[“'`「]?{PROSE_VALUE}"),
             cjk_value,
         ),
         (
+            SecretKind::Password,
+            // "用户名 dev 密码 Abc123!": a space alone separates, so the value must look like a
+            // credential ("密码 reset 流程" keeps its word).
+            format!(r"(?:密码|口令)\s+{PROSE_VALUE}"),
+            prose_password,
+        ),
+        (
             SecretKind::Secret,
-            format!(r"(?:密钥|秘钥|令牌)(?:是|为|:|：|=)\s*[“']?{PROSE_VALUE}"),
+            format!(r"(?:密钥|秘钥|令牌)\s*(?:(?:是|为)\s*[:：]?|[:：=])\s*[“'`「]?{PROSE_VALUE}"),
             cjk_value,
         ),
     ];
@@ -449,6 +523,85 @@ mod tests {
             2,
         ),
         ("😀 password=秘密 🔑", "😀 password=[REDACTED:password] 🔑", 1),
+        // Provider prefixes are split with `concat!` so that no secret scanner takes these
+        // fakes for live keys.
+        (
+            concat!("gitlab: glp", "at-Ab12Cd34Ef56Gh78Ij90 ok"),
+            "gitlab: [REDACTED:api_key] ok",
+            1,
+        ),
+        (
+            concat!("signing secret whs", "ec_Zx8Yw7Vu6Ts5Rq4Po3Nm2Lk1Ji0H"),
+            "signing secret [REDACTED:api_key]",
+            1,
+        ),
+        (
+            concat!("client GOC", "SPX-a1B2c3D4e5F6g7H8i9J0k1L2m3N4"),
+            "client [REDACTED:api_key]",
+            1,
+        ),
+        (
+            concat!("腾讯云 AK", "ID0123456789abcdefABCDEF0123456789 用于 TDSQL-C"),
+            "腾讯云 [REDACTED:api_key] 用于 TDSQL-C",
+            1,
+        ),
+        (
+            concat!("AK 是 LT", "AI5tAbCdEfGhIjKl9x，SK 是 q1W2e3R4t5Y6u7I8o9P0a1S2d3F4g5，帮我写脚本"),
+            "AK 是 [REDACTED:api_key]，SK 是 [REDACTED:secret]，帮我写脚本",
+            2,
+        ),
+        (
+            "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=q1W2e3R4t5Y6u7I8o9P0+/a1S2d3F4g5==;EndpointSuffix=core.windows.net",
+            "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=[REDACTED:api_key];EndpointSuffix=core.windows.net",
+            1,
+        ),
+        (
+            "https://acme.blob.core.windows.net/c?sv=2022-11-02&sp=rl&sig=AbCd%2Bef12345%2FghIJ%3D now",
+            "https://acme.blob.core.windows.net/c?sv=2022-11-02&sp=rl&sig=[REDACTED:secret] now",
+            1,
+        ),
+        (
+            "REDIS_URL=redis://:Zq9x8w7v6u5t@cache.internal:6379/0",
+            "REDIS_URL=redis://:[REDACTED:url_credentials]@cache.internal:6379/0",
+            1,
+        ),
+        (
+            "psql postgresql://app:p@ss#w0rd@10.0.3.7/app",
+            "psql postgresql://app:[REDACTED:url_credentials]@10.0.3.7/app",
+            1,
+        ),
+        (
+            "MONGO_URI=mongodb+srv://analytics:Xy12Zw34@cluster0.ab1cd.mongodb.net/prod?w=majority",
+            "MONGO_URI=mongodb+srv://analytics:[REDACTED:url_credentials]@cluster0.ab1cd.mongodb.net/prod?w=majority",
+            1,
+        ),
+        (
+            "mysql -h 10.0.3.7 -P 3306 -u root -pS3cr3t!x -e 'select 1'",
+            "mysql -h 10.0.3.7 -P 3306 -u root -p[REDACTED:password] -e 'select 1'",
+            1,
+        ),
+        ("ENCRYPTION_KEY=0f1e2d3c4b5a69788796a5b4c3d2e1f0", "ENCRYPTION_KEY=[REDACTED:secret]", 1),
+        (
+            "the root password is `Tr0ub4dor&3`, don't share it",
+            "the root password is `[REDACTED:password]`, don't share it",
+            1,
+        ),
+        (
+            "password for the grafana admin console: Gr4f4na!x",
+            "password for the grafana admin console: [REDACTED:password]",
+            1,
+        ),
+        (
+            "Redis 的密码为 `Abc@123`，连不上",
+            "Redis 的密码为 `[REDACTED:password]`，连不上",
+            1,
+        ),
+        (
+            "用户名 dev 密码 Dev#2024x 端口 3306",
+            "用户名 dev 密码 [REDACTED:password] 端口 3306",
+            1,
+        ),
+        ("密码是：Abc@1234", "密码是：[REDACTED:password]", 1),
     ];
 
     /// Ordinary text that must come through untouched.
@@ -472,6 +625,12 @@ mod tests {
         "visit https://example.com/path?q=1 and http://user@host/",
         "我是腾讯云 DBA，主要管北京区的 TDSQL-C",
         "our Postgres 15 runs on RDS with 3.5 TB of data",
+        "mysql -h db -P 3306 -u app -p",
+        "the password for the account is required",
+        "密码 reset 流程要改",
+        "SKU 12345 is out of stock",
+        "mail alice@example.com about https://example.com/a@b",
+        "secret sauce: none",
         "",
     ];
 
@@ -512,6 +671,26 @@ mod tests {
             r.kinds,
             [SecretKind::AwsAccessKey, SecretKind::Password, SecretKind::Token]
         );
+    }
+
+    #[test]
+    fn json_strings_are_masked_and_keys_kept() {
+        let mut value = serde_json::json!({
+            "password": "hunter2",
+            "items": ["password=abc123", "nothing here", 42, null],
+            "nested": {"note": "AKIAIOSFODNN7EXAMPLE"},
+        });
+        assert_eq!(redact_json(&mut value), 2);
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "password": "hunter2",
+                "items": ["password=[REDACTED:password]", "nothing here", 42, null],
+                "nested": {"note": "[REDACTED:aws_access_key]"},
+            }),
+            "a bare value is not a secret without its key; the key itself is kept"
+        );
+        assert_eq!(redact_json(&mut value), 0, "idempotent");
     }
 
     #[test]

@@ -5,6 +5,10 @@
 //! name), and the row names the current one; so a stale builder that lost its lease can never
 //! overwrite the persona that a newer build committed, and readers never see a half-written
 //! persona.
+//!
+//! Secrets: the LLM engine's brief is masked (`memory::redact`) before it is sent, though its
+//! scenes and memories were stored masked already, and the persona it writes is masked before
+//! it is parsed, so a secret the model makes up or repeats is never stored.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +25,7 @@ use crate::bus::{Event, WorkerKind};
 use crate::domain::Tenant;
 use crate::files::{FileError, FileStore};
 use crate::llm::{trace, CallLabels, ChatClient, Message, Prompts, TemplateId};
+use crate::memory::redact::{count_masked, redact, redact_json};
 use crate::memory::{Category, EngineError, EngineRun, Memory, MemoryStatus, TemplateRef};
 use crate::metrics;
 use crate::runtime::{error_chain, Handler, HandlerError};
@@ -121,6 +126,9 @@ impl PersonaEngine for RulesPersonaEngine {
     }
 }
 
+/// The redaction metric's label for the persona.
+const STAGE: &str = "persona";
+
 /// The LLM persona engine, under the effective `l3-persona` template. The answer is
 /// `{"persona": "<markdown>"}`; the Markdown must parse into the four layers.
 #[derive(Debug, Clone)]
@@ -156,7 +164,7 @@ impl PersonaEngine for LlmPersonaEngine {
         } else {
             "first"
         };
-        let brief = json!({
+        let mut brief = json!({
             "mode": mode,
             "trigger": input.trigger.as_str(),
             "current_persona": input.current.as_ref().map(PersonaDoc::render),
@@ -167,6 +175,7 @@ impl PersonaEngine for LlmPersonaEngine {
                 "content": m.content,
             })).collect::<Vec<_>>(),
         });
+        count_masked(STAGE, "input", redact_json(&mut brief));
         let labels = CallLabels::new(trace::L3_PERSONA, tenant, None);
         let messages = vec![Message::system(template.text), Message::user(brief.to_string())];
         let reply = self.chat.complete_json(&labels, messages, parse_persona).await?;
@@ -178,7 +187,9 @@ fn parse_persona(value: Value) -> Result<PersonaDoc, String> {
     let Some(markdown) = value.get("persona").and_then(Value::as_str) else {
         return Err("expected {\"persona\": \"<the whole persona as Markdown>\"}".into());
     };
-    let doc = PersonaDoc::parse(markdown).map_err(|e| format!("persona: {e}"))?;
+    let redacted = redact(markdown);
+    count_masked(STAGE, "output", redacted.count);
+    let doc = PersonaDoc::parse(&redacted.text).map_err(|e| format!("persona: {e}"))?;
     if doc.is_empty() {
         return Err("persona: every section is empty; keep what the current persona says and add to it".into());
     }
@@ -467,5 +478,19 @@ impl Handler for PersonaHandler {
 
     async fn sweep(&self) -> Result<usize, HandlerError> {
         Ok(self.0.sweep().await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_persona_is_stored_without_its_secrets() {
+        let markdown =
+            "# Persona\n\n## Identity\n- DBA, logs in with password=hunter2x\n\n## Preferences\n- terse answers\n";
+        let doc = parse_persona(json!({ "persona": markdown })).expect("a persona");
+        assert_eq!(doc.identity, ["DBA, logs in with password=[REDACTED:password]"]);
+        assert_eq!(doc.preferences, ["terse answers"]);
     }
 }

@@ -19,6 +19,13 @@
 //! provider's function-calling API because every OpenAI-compatible server (vLLM, Ollama, TEI
 //! proxies) returns JSON content reliably, while function calling varies; the JSON plumbing
 //! (lenient parsing, one repair call, labels, metrics) is the one L1 already uses.
+//!
+//! # Secrets
+//! The agent sees memories, which L1 stored redacted, and documents this editor wrote; every
+//! message to it is masked again all the same (`memory::redact`), since a memory or document
+//! from before a redaction pattern existed would otherwise reach the model. What the agent
+//! writes is masked before it is parsed, so a secret it makes up or repeats from elsewhere is
+//! never stored. The rules editor writes only what the memories say.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -30,6 +37,7 @@ use super::doc::SceneDoc;
 use super::rules::{self, ScenePlan, SceneSummary};
 use super::workspace::{Refusal, Workspace, WorkspaceError};
 use crate::llm::{trace, CallLabels, ChatClient, Message, Prompts, TemplateId};
+use crate::memory::redact::{count_masked, redact, redact_json};
 use crate::memory::{Category, EngineError, EngineRun, Memory, TemplateRef};
 
 /// What one editing run did, besides the files.
@@ -158,6 +166,8 @@ impl LlmSceneEditor {
 
 /// Longest memory text shown to the agent; a memory is one statement, longer ones are noise.
 const MEMORY_CHARS: usize = 600;
+/// The redaction metric's label for scenes.
+const STAGE: &str = "scene";
 
 #[async_trait]
 impl SceneEditor for LlmSceneEditor {
@@ -207,17 +217,19 @@ impl SceneEditor for LlmSceneEditor {
             if step.done || step.actions.is_empty() {
                 break;
             }
-            messages.push(Message::assistant(step.raw.to_string()));
-            messages.push(Message::user(
-                json!({
-                    "results": results,
-                    "active_scenes": workspace.active_count(),
-                    "cap": workspace.cap(),
-                    "cap_advice": workspace.advice(),
-                    "steps_left": self.max_steps - outcome.steps,
-                })
-                .to_string(),
-            ));
+            // The agent's own step goes back to it too: masked, like everything it is sent.
+            let mut echo = step.raw;
+            count_masked(STAGE, "input", redact_json(&mut echo));
+            messages.push(Message::assistant(echo.to_string()));
+            let mut follow_up = json!({
+                "results": results,
+                "active_scenes": workspace.active_count(),
+                "cap": workspace.cap(),
+                "cap_advice": workspace.advice(),
+                "steps_left": self.max_steps - outcome.steps,
+            });
+            count_masked(STAGE, "input", redact_json(&mut follow_up));
+            messages.push(Message::user(follow_up.to_string()));
         }
         if outcome.steps >= self.max_steps {
             tracing::warn!(steps = outcome.steps, "scene agent used its whole step budget");
@@ -256,14 +268,15 @@ fn briefing(workspace: &Workspace, memories: &[Memory]) -> String {
             })
         })
         .collect();
-    json!({
+    let mut briefing = json!({
         "cap": workspace.cap(),
         "active_scenes": workspace.active_count(),
         "cap_advice": workspace.advice(),
         "scenes": scenes,
         "memories": memories,
-    })
-    .to_string()
+    });
+    count_masked(STAGE, "input", redact_json(&mut briefing));
+    briefing.to_string()
 }
 
 /// One validated step of the agent.
@@ -407,8 +420,11 @@ fn tool_name(action: &Action) -> &'static str {
     }
 }
 
+/// The agent's document, its secrets masked, parsed.
 fn parse_doc(content: &str) -> Result<SceneDoc, Refusal> {
-    SceneDoc::parse(content).map_err(|e| Refusal::Invalid(format!("content is not a scene document: {e}")))
+    let redacted = redact(content);
+    count_masked(STAGE, "output", redacted.count);
+    SceneDoc::parse(&redacted.text).map_err(|e| Refusal::Invalid(format!("content is not a scene document: {e}")))
 }
 
 /// Memories by id, for provenance refs.
@@ -424,6 +440,19 @@ pub fn memory_refs(memories: &[Memory]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agent_document_is_stored_without_its_secrets() {
+        let doc = parse_doc(
+            "# Orders DB\n\n## Overview\nthe app connects with postgres://app:Zq9x8w7v6u5t@db/orders\n\n## Event chain\n- [2026-12-01] rotated DB_PASSWORD=hunter2x\n",
+        )
+        .expect("a scene document");
+        assert_eq!(
+            doc.overview,
+            "the app connects with postgres://app:[REDACTED:url_credentials]@db/orders"
+        );
+        assert_eq!(doc.events[0].what, "rotated DB_PASSWORD=[REDACTED:password]");
+    }
 
     #[test]
     fn steps_parse_every_tool_and_reject_unknown_ones() {
