@@ -430,3 +430,25 @@ pub fn tenant() -> Tenant {
         user: "user-1".into(),
     }
 }
+
+impl TestApp {
+    /// Starts a compact worker on this app's backends (as the `sediment-compact` process
+    /// would in the cluster; the embedded API runs its own).
+    pub fn spawn_compact_worker(&self) -> CancellationToken {
+        let token = self.shutdown.child_token();
+        let compactor =
+            shared::context::Compactor::from_backends(&self.backends, &self.settings).expect("build the compactor");
+        tokio::spawn(run_consumer(
+            self.backends.bus.clone(),
+            Arc::new(shared::context::CompactHandler(compactor)),
+            ConsumerSettings {
+                prefetch: self.settings.worker.prefetch,
+                sweep_interval: self.settings.worker.sweep_interval,
+                shutdown_deadline: self.settings.shutdown_deadline,
+            },
+            Arc::new(Heartbeat::default()),
+            token.clone(),
+        ));
+        token
+    }
+}
