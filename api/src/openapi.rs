@@ -28,7 +28,7 @@ use utoipa::openapi::{Content, HeaderBuilder, ObjectBuilder, Ref, RefOr, Require
 use utoipa::{Modify, OpenApi, ToSchema};
 use uuid::Uuid;
 
-use crate::routes::{audit, context, health, keys, memories, ops, prompts, recall, scenes, search, sessions};
+use crate::routes::{audit, context, erase, health, keys, memories, ops, prompts, recall, scenes, search, sessions};
 
 /// The bearer scheme of a team's API key (`sdmk_…`).
 pub const API_KEY_SCHEME: &str = "api_key";
@@ -36,6 +36,9 @@ pub const API_KEY_SCHEME: &str = "api_key";
 pub const ADMIN_KEY_SCHEME: &str = "admin_key";
 /// The bearer scheme of the ops page's token (`SEDIMENT_OPS_TOKEN`).
 pub const OPS_TOKEN_SCHEME: &str = "ops_token";
+/// The bearer scheme of an identity provider's JWT (`SEDIMENT_AUTH_JWKS_*`): every operation
+/// that takes `api_key` takes it as the alternative.
+pub const IDP_TOKEN_SCHEME: &str = "idp_token";
 
 /// Operations whose body may carry `team_id`, `agent_id` and `user_id` in place of the headers.
 const BODY_TENANT_OPERATIONS: &[&str] = &["append_messages", "search_conversations", "recall"];
@@ -74,9 +77,13 @@ Errors are JSON `{\"code\",\"message\"}` with a stable `code`.";
         prompts::put,
         prompts::delete,
         audit::list,
+        erase::erase_user,
+        erase::get_erasure,
         keys::create,
         keys::list,
         keys::revoke,
+        erase::erase_team,
+        erase::get_erasure_as_operator,
         health::healthz,
         health::readyz,
         health::metrics,
@@ -94,6 +101,7 @@ Errors are JSON `{\"code\",\"message\"}` with a stable `code`.";
         (name = "scenes", description = "L2 scenes and the L3 persona"),
         (name = "prompts", description = "Prompt templates and the team's and agent's overrides"),
         (name = "audit", description = "The tenant's audit log"),
+        (name = "erase", description = "Erasing a user from every store, as a resumable job"),
         (name = "admin", description = "The operator's API key management (admin key only)"),
         (name = "probes", description = "Liveness, readiness, metrics and this document (open). With `SEDIMENT_HEALTH_LISTEN` set, `/healthz`, `/readyz` and `/metrics` move to that address."),
         (name = "ops", description = "The ops page (its own access rule)"),
@@ -158,8 +166,10 @@ pub enum ErrorCode {
     Unauthorized,
     /// 403.
     Forbidden,
-    /// 429, with `Retry-After`.
+    /// 429, with `Retry-After`: the team's request rate.
     RateLimited,
+    /// 429, with `Retry-After`: the team's stored-turn quota (`SEDIMENT_QUOTA_TURNS`).
+    QuotaExceeded,
     /// 503.
     BackendUnavailable,
     /// 500.
@@ -406,6 +416,21 @@ impl Modify for RouterLayers {
             ),
         );
         components.add_security_scheme(
+            IDP_TOKEN_SCHEME,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "A JWT of the organisation's identity provider (RS256 or ES256, verified with \
+                         `SEDIMENT_AUTH_JWKS_FILE` or `SEDIMENT_AUTH_JWKS_URL`), accepted wherever `api_key` is \
+                         when configured. Its claims decide the team and may pin the agent, the user and the \
+                         permission.",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
             OPS_TOKEN_SCHEME,
             bearer(
                 "The ops token (`SEDIMENT_OPS_TOKEN`). Unset (the default), `/ops/state` answers loopback \
@@ -418,8 +443,12 @@ impl Modify for RouterLayers {
                 continue;
             }
             let admin = path.starts_with(crate::auth::ADMIN_ROUTES);
+            // A route of one user (`/v1/users/{user_id}`) takes the user from its path; the header
+            // may be left out, and must agree when sent.
+            let user_in_path = path.contains("{user_id}");
             for (_, operation) in operations(item) {
-                v1_layers(operation, admin);
+                v1_layers(operation, admin, user_in_path);
+                path_rules(operation);
             }
         }
     }
@@ -438,12 +467,17 @@ fn operations(item: &mut utoipa::openapi::PathItem) -> Vec<(HttpMethod, &mut Ope
     .collect()
 }
 
-fn v1_layers(operation: &mut Operation, admin: bool) {
-    let scheme = if admin { ADMIN_KEY_SCHEME } else { API_KEY_SCHEME };
-    operation
-        .security
-        .get_or_insert_with(Vec::new)
-        .push(SecurityRequirement::new(scheme, Vec::<String>::new()));
+fn v1_layers(operation: &mut Operation, admin: bool, user_in_path: bool) {
+    // Alternatives: a team's key or an identity provider's token, wherever a tenant calls.
+    let schemes: &[&str] = if admin {
+        &[ADMIN_KEY_SCHEME]
+    } else {
+        &[API_KEY_SCHEME, IDP_TOKEN_SCHEME]
+    };
+    let security = operation.security.get_or_insert_with(Vec::new);
+    for scheme in schemes {
+        security.push(SecurityRequirement::new(*scheme, Vec::<String>::new()));
+    }
     error(
         operation,
         401,
@@ -479,6 +513,13 @@ fn v1_layers(operation: &mut Operation, admin: bool) {
         429,
         "rate_limited: the team's rate limit (`SEDIMENT_RATE_LIMIT_RPS`) is spent",
     );
+    if operation.operation_id.as_deref() == Some("append_messages") {
+        error(
+            operation,
+            429,
+            "quota_exceeded: the team stores as many turns as `SEDIMENT_QUOTA_TURNS` allows",
+        );
+    }
     let body_tenant = operation
         .operation_id
         .as_deref()
@@ -508,12 +549,41 @@ fn v1_layers(operation: &mut Operation, admin: bool) {
         ),
     ));
     parameters.push(header("X-Sediment-Agent", !body_tenant, format!("The agent{or_body}.")));
-    parameters.push(header("X-Sediment-User", !body_tenant, format!("The user{or_body}.")));
+    parameters.push(header(
+        "X-Sediment-User",
+        !body_tenant && !user_in_path,
+        format!("The user{or_body}."),
+    ));
     parameters.push(header(
         "X-Sediment-Actor",
         false,
         "Who acts for the tenant, for the audit log; default: the user.".to_owned(),
     ));
+}
+
+/// The values the handlers accept in shared path parameters, which their tuple-form `params`
+/// cannot say: `{session_id}` as `SessionId::parse` takes it (1 to 128 characters, `shared`'s
+/// private `MAX_ID_LEN`, none a control character: Unicode `Cc`, as `char::is_control`), and
+/// `{template_id}` as one of `TemplateId::ALL`.
+fn path_rules(operation: &mut Operation) {
+    for parameter in operation.parameters.iter_mut().flatten() {
+        let RefOr::T(parameter) = parameter else { continue };
+        if parameter.parameter_in != ParameterIn::Path {
+            continue;
+        }
+        let schema = match parameter.name.as_str() {
+            "session_id" => ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(128))
+                .pattern(Some(r"^[^\u0000-\u001f\u007f-\u009f]*$")),
+            "template_id" => ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(shared::llm::TemplateId::ALL.iter().map(|t| t.as_str()))),
+            _ => continue,
+        };
+        parameter.schema = Some(schema.into());
+    }
 }
 
 /// Adds an error response, or names another code on one the handler already documents.
@@ -543,7 +613,10 @@ fn error(operation: &mut Operation, status: u16, text: &str) {
                 "Retry-After",
                 HeaderBuilder::new()
                     .schema(Some(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1))))
-                    .description(Some("Whole seconds until the team's bucket holds a request again"))
+                    .description(Some(
+                        "Whole seconds until a retry may succeed: the team's bucket holds a request again, or \
+                         its stored turns are counted again",
+                    ))
                     .build(),
             );
         }
@@ -627,6 +700,7 @@ mod tests {
             | ApiError::Unauthorized(_)
             | ApiError::Forbidden(_)
             | ApiError::RateLimited(_)
+            | ApiError::QuotaExceeded(..)
             | ApiError::Unavailable(_)
             | ApiError::Internal(_) => e.status_and_code().1.to_owned(),
         };
@@ -640,6 +714,7 @@ mod tests {
             ApiError::NotFound(String::new()),
             ApiError::NotFoundCode("scene_not_found", String::new()),
             ApiError::NotFoundCode("persona_not_found", String::new()),
+            ApiError::QuotaExceeded(String::new(), std::time::Duration::ZERO),
             ApiError::Unauthorized(String::new()),
             ApiError::Forbidden(String::new()),
             ApiError::RateLimited(std::time::Duration::ZERO),

@@ -1,7 +1,7 @@
 //! Session context endpoints: the window to send (L1 truncation, L2 summary reuse), forcing an
 //! L3 compaction, and the compaction's state. The logic is `shared::context`.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, Utc};
@@ -13,7 +13,7 @@ use shared::store::compaction::{CompactionRecord, RequestOutcome};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
-use crate::extract::TenantHeaders;
+use crate::extract::{Path, TenantHeaders};
 use crate::state::AppState;
 
 fn api_error(e: ContextError) -> ApiError {
@@ -28,7 +28,7 @@ fn api_error(e: ContextError) -> ApiError {
 #[into_params(parameter_in = Query)]
 pub struct ContextParams {
     /// The model's context window, in tokens (required).
-    #[param(required = true)]
+    #[param(required = true, minimum = 128, maximum = 2_000_000)]
     window_tokens: Option<u64>,
 }
 

@@ -1,7 +1,7 @@
 //! The operator's key management, `/v1/admin/keys`: create, list and revoke the API keys of
 //! teams. Only the admin key reaches these routes (`auth::authenticate`).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, Utc};
@@ -12,12 +12,13 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::AppJson;
+use crate::extract::{AppJson, Path};
 use crate::state::AppState;
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateKey {
+    #[schema(min_length = 1)]
     team_id: String,
     /// The agents the key may act as; left out: every agent of the team.
     #[serde(default)]
@@ -170,6 +171,7 @@ pub async fn list(
     responses(
         (status = 200, description = "The key with its `revoked_at`", body = KeyView),
         (status = 404, description = "not_found: no key has this id", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: the id is not UTF-8", body = crate::openapi::ErrorBody),
     ),
 )]
 pub async fn revoke(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<KeyView>, ApiError> {

@@ -1,6 +1,6 @@
 //! L1 memory endpoints: list, read (with history and provenance), correct, delete.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, Utc};
@@ -13,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::{tenant_from, AppJson, TenantHeaders};
+use crate::extract::{tenant_from, AppJson, Path, TenantHeaders};
 use crate::state::AppState;
 
 /// Page size when the caller gives none.

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, Utc};
@@ -18,7 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::audit::{self, Audited};
 use crate::error::ApiError;
-use crate::extract::{tenant_from, AppJson, TenantHeaders};
+use crate::extract::{tenant_from, AppJson, Path, TenantHeaders};
 use crate::state::AppState;
 
 /// A stored override as the API shows it. The content is left out of listings.
@@ -189,8 +189,12 @@ pub async fn get(
 pub struct PutRequest {
     #[schema(value_type = OverrideLevelDoc)]
     level: String,
-    /// A name for this text; a known version with another text is 422.
+    /// A name for this text, 1 to 64 ASCII letters, digits and `.-_+`; a known version with
+    /// another text is 422.
+    #[schema(pattern = r"^\s*[A-Za-z0-9._+-]{1,64}\s*$")]
     version: String,
+    /// Not blank once a front matter block is removed.
+    #[schema(min_length = 1)]
     content: String,
 }
 

@@ -26,6 +26,7 @@ const MAX_TIMEOUT_MS: u64 = 60_000;
 #[serde(deny_unknown_fields)]
 pub struct RecallBody {
     /// The new message: not blank, at most 4096 characters.
+    #[schema(min_length = 1, max_length = 4096)]
     query: String,
     /// The current session: its turns are searched besides the tenant's memories.
     session_id: Option<String>,
@@ -33,8 +34,9 @@ pub struct RecallBody {
     #[schema(value_type = Option<crate::openapi::StrategyDoc>)]
     strategy: Option<Strategy>,
     /// 1 to `SEDIMENT_MAX_SEARCH_LIMIT` (100); default `SEDIMENT_RECALL_LIMIT` (10).
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 100)]
     limit: Option<usize>,
+    #[serde(default, deserialize_with = "crate::extract::optional_object")]
     budget: Option<BudgetBody>,
     /// The deadline, 1 to 60000 ms; default `SEDIMENT_RECALL_TIMEOUT_MS` (5000).
     #[schema(minimum = 1, maximum = 60000)]

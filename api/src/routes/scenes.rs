@@ -1,7 +1,7 @@
 //! L2 scene and L3 persona endpoints: the scene list, one scene's document with its
 //! provenance, and the persona.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::{tenant_from, TenantHeaders};
+use crate::extract::{tenant_from, Path, TenantHeaders};
 use crate::state::AppState;
 
 /// Provenance records shown with a scene or the persona, newest first.

@@ -22,9 +22,10 @@ pub(crate) const MAX_QUERY_CHARS: usize = 4_096;
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     /// Not blank, at most 4096 characters.
+    #[schema(min_length = 1, max_length = 4096)]
     query: String,
     /// 1 to `SEDIMENT_MAX_SEARCH_LIMIT` (100); default 10.
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 100)]
     limit: Option<usize>,
     /// Only this session's turns.
     session_id: Option<String>,

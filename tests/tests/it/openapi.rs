@@ -3,89 +3,11 @@
 //! routes the router serves, and real responses match its schemas.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
+use integration_tests::routes::{routes_in_source, METHODS};
 use reqwest::Method;
 use serde_json::{json, Value};
-
-const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
-
-/// Every `(method, path)` the router's sources declare: each `.route("…", get(h).post(h)…)`
-/// in `api/src/routes/*.rs`, chains over several lines included.
-fn routes_in_source() -> BTreeSet<(String, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../api/src/routes");
-    let mut routes = BTreeSet::new();
-    for entry in std::fs::read_dir(&dir).expect("read api/src/routes") {
-        let path = entry.expect("list api/src/routes").path();
-        if path.extension().is_some_and(|e| e == "rs") {
-            let source = std::fs::read_to_string(&path).expect("read a route file");
-            routes.extend(routes_of(&source));
-        }
-    }
-    assert!(routes.len() > 20, "the parser found too few routes: {routes:?}");
-    routes
-}
-
-fn routes_of(source: &str) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    let mut rest = source;
-    while let Some(at) = rest.find(".route(") {
-        let call = &rest[at + ".route(".len()..];
-        // The arguments up to the matching parenthesis.
-        let mut depth = 1;
-        let mut in_string = false;
-        let mut end = call.len();
-        for (i, c) in call.char_indices() {
-            match c {
-                '"' => in_string = !in_string,
-                '(' if !in_string => depth += 1,
-                ')' if !in_string => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = i;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let args = &call[..end];
-        let path = args
-            .split('"')
-            .nth(1)
-            .unwrap_or_else(|| panic!("a route without a path literal: {args}"));
-        let methods = method_calls(&args[args.find(',').expect("route handler") + 1..]);
-        assert!(!methods.is_empty(), "no method in route {path}: {args}");
-        found.extend(methods.into_iter().map(|m| (m, path.to_owned())));
-        rest = &call[end..];
-    }
-    found
-}
-
-/// `get(`, `post(`, ... called as functions or methods (not `module::get`).
-fn method_calls(chain: &str) -> Vec<String> {
-    let bytes = chain.as_bytes();
-    let mut methods = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i].is_ascii_alphabetic() || bytes[i] == b'_' {
-            let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                i += 1;
-            }
-            let word = &chain[start..i];
-            let before = chain[..start].trim_end();
-            let after = chain[i..].trim_start();
-            if METHODS.contains(&word) && after.starts_with('(') && !before.ends_with(':') {
-                methods.push(word.to_owned());
-            }
-        } else {
-            i += 1;
-        }
-    }
-    methods
-}
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {
     let mut routes = BTreeSet::new();
@@ -112,7 +34,7 @@ async fn openapi_document_covers_every_route_and_only_served_ones() {
     let doc = document(&app).await;
     assert_eq!(doc["openapi"], "3.1.0");
     assert_eq!(doc["info"]["title"], "sediment");
-    for scheme in ["api_key", "admin_key", "ops_token"] {
+    for scheme in ["api_key", "admin_key", "ops_token", "idp_token"] {
         let scheme = &doc["components"]["securitySchemes"][scheme];
         assert_eq!((&scheme["type"], &scheme["scheme"]), (&json!("http"), &json!("bearer")));
     }
@@ -198,7 +120,10 @@ async fn openapi_schemas_are_faithful() {
     );
     assert!(op("get", "/healthz").get("security").is_none());
     assert_eq!(op("post", "/v1/admin/keys")["security"], json!([{ "admin_key": [] }]));
-    assert_eq!(op("post", "/v1/recall")["security"], json!([{ "api_key": [] }]));
+    assert_eq!(
+        op("post", "/v1/recall")["security"],
+        json!([{ "api_key": [] }, { "idp_token": [] }])
+    );
 
     // Admin keys: 201 with the secret `key`.
     let created = &op("post", "/v1/admin/keys")["responses"]["201"]["content"]["application/json"]["schema"];
@@ -328,6 +253,51 @@ async fn openapi_schemas_of_key_management_and_auth_errors_are_faithful() {
         "/v1/admin/keys/{key_id}",
     )
     .await;
+    // Found by tests/schemathesis.sh: an unknown parameter was axum's plain-text 400.
+    let unknown = conforms(
+        &doc,
+        admin(Method::DELETE, "/v1/admin/teams/acme?colour=blue"),
+        "/v1/admin/teams/{team_id}",
+    )
+    .await;
+    assert_eq!(unknown["code"], "invalid_request");
+}
+
+/// What the schemathesis run (tests/schemathesis.sh) found answering outside the document,
+/// pinned here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_fuzz_findings_stay_fixed() {
+    let app = TestApp::start(Mode::Embedded).await;
+    let doc = document(&app).await;
+    let t = tenant();
+    // serde fills a struct from an array of its fields too; the document allows objects only.
+    let messages = "/v1/sessions/{session_id}/messages";
+    for (path, template, body) in [
+        ("/v1/recall", "/v1/recall", json!({"query": "x", "budget": [1, 2]})),
+        ("/v1/recall", "/v1/recall", json!(["x"])),
+        (
+            "/v1/sessions/fuzz/messages",
+            messages,
+            json!({"messages": [["user", "hi"]]}),
+        ),
+    ] {
+        let answer = conforms(&doc, app.req(Method::POST, path, &t).json(&body), template).await;
+        assert_eq!(answer["code"], "invalid_request", "{path} {body}");
+    }
+    // A path parameter that is not UTF-8 was axum's plain-text 400.
+    for (path, template) in [
+        ("/v1/sessions/%FF/messages", messages),
+        ("/v1/memories/%FF", "/v1/memories/{memory_id}"),
+    ] {
+        let answer = conforms(&doc, app.req(Method::GET, path, &t), template).await;
+        assert_eq!(answer["code"], "invalid_request", "{path}");
+    }
+    // The fuzzer's valid ids are the handlers' valid ids.
+    let prompt = &doc["paths"]["/v1/prompts/{template_id}"]["get"]["parameters"][0];
+    assert_eq!(
+        prompt["schema"]["enum"],
+        json!(["l1-extract", "l1-dedup", "l2-scene", "l3-persona"])
+    );
 }
 
 /// Sends the request and checks that its status is documented for the operation and its body
