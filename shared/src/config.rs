@@ -224,8 +224,8 @@ pub enum JwksSource {
     Url(String),
 }
 
-/// How tokens of the identity provider are checked and what their claims mean (the top-level
-/// README, "Tokens of an identity provider").
+/// How tokens of the identity provider are checked and what their claims mean
+/// (`api/README.md`, "Tokens of an identity provider").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtSettings {
     pub jwks: JwksSource,

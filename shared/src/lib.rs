@@ -53,6 +53,6 @@ pub mod telemetry;
 /// several threads: under glibc's malloc a fifth of the index threads' CPU went to the
 /// allocator itself (`_int_malloc`, `malloc_consolidate`). Built with background threads on
 /// (`opt.background_thread`), so that returning freed pages to the kernel happens on jemalloc's
-/// own threads rather than inside whichever request or index thread frees. README,
-/// "Allocator", has the measurements, and why not mimalloc.
+/// own threads rather than inside whichever request or index thread frees.
+/// `tests/BENCHMARKS.md`, "Allocator", has the measurements, and why not mimalloc.
 pub use tikv_jemallocator::Jemalloc as Allocator;

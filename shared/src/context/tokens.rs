@@ -23,11 +23,11 @@
 //! and a message costs [`MESSAGE_OVERHEAD`] more for its role and separators (what OpenAI's
 //! chat format adds). The sum is rounded up. The weights were fitted against `cl100k_base` and
 //! `o200k_base` with `tiktoken-rs` on mixed Chinese/English conversations (the `token_estimate`
-//! binary of the integration tests reproduces the fit and the error; README "Session context"
-//! has the numbers), then rounded up a little: the total of a session comes out within a few
-//! percent above `cl100k_base` and 10–20 % above `o200k_base`, whose vocabulary packs Chinese
-//! tighter. Leaning high is deliberate: overestimating costs a little window, underestimating
-//! overflows it.
+//! binary of the integration tests reproduces the fit and the error; `tests/BENCHMARKS.md`,
+//! "Token estimate", has the numbers), then rounded up a little: the total of a session comes
+//! out within a few percent above `cl100k_base` and 10–20 % above `o200k_base`, whose
+//! vocabulary packs Chinese tighter. Leaning high is deliberate: overestimating costs a little
+//! window, underestimating overflows it.
 
 /// Tokens a chat message costs beyond its content (role, start and end markers).
 pub const MESSAGE_OVERHEAD: u64 = 4;

@@ -35,7 +35,7 @@ use crate::store::memory::{MemoryCursor, MemoryFilter, MemoryStore};
 use crate::store::scene::{ArtifactProvenance, Lease, SceneRow, SceneRunCommit, SceneSchedule, SceneStore, LAYER_L2};
 use crate::store::StoreError;
 
-/// How scene runs behave; see the README's configuration table.
+/// How scene runs behave; see the configuration table of `helm/README.md`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SceneSettings {
     /// Most active scenes per owner (seed 001: 15).

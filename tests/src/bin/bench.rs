@@ -523,8 +523,9 @@ async fn main() {
         index_parent: std::env::var_os("BENCH_INDEX_PARENT").map(Into::into),
         ..Options::default()
     };
-    // Whether the index threads' nice value reaches Postgres' backends too (see the README's
-    // "Sharing cores with Postgres"): it changes the cluster's append p99 several-fold here.
+    // Whether the index threads' nice value reaches Postgres' backends too (see "Sharing cores
+    // with Postgres" in helm/README.md and tests/BENCHMARKS.md): it changes the cluster's append
+    // p99 several-fold here.
     if let Ok(autogroup) = std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled") {
         println!("kernel.sched_autogroup_enabled={}", autogroup.trim());
     }

@@ -7,6 +7,7 @@ mod compact_process;
 mod compaction_jobs;
 mod compaction_llm;
 mod compaction_store;
+mod docs_links;
 mod e2e_context;
 mod e2e_errors;
 mod e2e_ingest;

@@ -1,5 +1,5 @@
 //! The token estimate against a real tokenizer (`cl100k_base`, `o200k_base` via tiktoken-rs,
-//! offline) on the mixed Chinese/English session: pins the error README states. The full
+//! offline) on the mixed Chinese/English session: pins the error tests/BENCHMARKS.md states. The full
 //! measurement is the `token_estimate` binary.
 
 use integration_tests::mixed_session;
