@@ -110,7 +110,9 @@ fn fields(turn: &StoredTurn) -> TurnFields<'_> {
         role: turn.role,
         content: &turn.content,
         created_at: turn.created_at,
+        caption: None,
     }
+    .with_metadata(&turn.metadata)
 }
 
 /// The text a turn's dense vector is computed from, given the content of the turn before it.

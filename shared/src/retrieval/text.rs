@@ -1,13 +1,17 @@
 //! The texts an L0 turn is indexed under, one per channel.
 //!
 //! Measured by the retrieval benchmark (`tests/QUALITY.md`), which calls these functions:
-//! - keyword (BM25): the content;
+//! - keyword (BM25): the content, and a shared photo's caption (`metadata.caption`) after it;
 //! - tags (exact match, [`turn_tags`]): the turn's day and month, and each full date the
 //!   content writes, so that "what did we decide in April?" (tagged `m202604` by
 //!   [`super::query`]) finds the turn of that month;
-//! - dense: the content alone, except a short user turn, which gets the previous turn before
-//!   it. A terse answer ("Noodle.") means nothing without the question it answers, while a
-//!   date or a speaker in front of a full sentence only blurs its vector.
+//! - dense: the content and a photo's caption, except a short user turn, which gets the
+//!   previous turn before it. A terse answer ("Noodle.") means nothing without the question it
+//!   answers, while a date or a speaker in front of a full sentence only blurs its vector. The
+//!   speaker's name (`metadata.speaker`) is in neither: in the dense text it cost the chit-chat
+//!   dev set 18 points of semantic R@10, and in the keyword text it gained keyword 7 but made
+//!   every turn of a person match a question naming them, which crowded hybrid's fusion
+//!   (single-fact −5, aggregation −20 at R@10; `tests/QUALITY.md`).
 //!
 //! L1 memories are indexed from their content alone, without tags: they are already
 //! statements, and the dates of a turn are not theirs.
@@ -25,22 +29,51 @@ pub const SHORT_TURN_BYTES: usize = 64;
 /// tokens at most (all-MiniLM-L6-v2: 256), and remote providers bill by the token.
 pub const EMBED_MAX_CHARS: usize = 2_000;
 
+/// Longest caption read from a turn's metadata, in code points: a caption is a sentence or
+/// two; more is someone else's data in the wrong field.
+pub const MAX_CAPTION_CHARS: usize = 500;
+
 /// What the texts of a turn are built from.
 #[derive(Debug, Clone, Copy)]
 pub struct TurnFields<'a> {
     pub role: Role,
     pub content: &'a str,
     pub created_at: DateTime<Utc>,
+    /// What a shared photo shows (`metadata.caption`).
+    pub caption: Option<&'a str>,
 }
 
-/// The BM25 text of a turn: its content.
+impl<'a> TurnFields<'a> {
+    /// The fields of a turn stored with `metadata`: its caption when the client sent one as a
+    /// string, cut to its bound.
+    pub fn with_metadata(mut self, metadata: &'a serde_json::Map<String, serde_json::Value>) -> Self {
+        self.caption = metadata
+            .get("caption")
+            .and_then(serde_json::Value::as_str)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.char_indices().nth(MAX_CAPTION_CHARS).map_or(v, |(end, _)| &v[..end]));
+        self
+    }
+
+    /// The content, and a shared photo's caption after it: questions ask about what a photo
+    /// showed, which the content alone does not say.
+    fn shown(&self) -> String {
+        match self.caption {
+            Some(caption) => format!("{}\n[photo] {caption}", self.content),
+            None => self.content.to_owned(),
+        }
+    }
+}
+
+/// The BM25 text of a turn: its content, and a photo's caption after it.
 ///
 /// Until `TEXT_VERSION` 4 it also carried the role and the date tags of [`turn_tags`]. The
 /// role did not change what was found (`tests/QUALITY.md`), and every one of those tokens is
 /// shared by most recent turns: edge's appendable segment then spends most of a write walking
 /// their posting lists (profiled in `bench cluster ingest`). The tags are exact-match payload now.
 pub fn keyword_text(turn: TurnFields<'_>) -> String {
-    turn.content.to_owned()
+    turn.shown()
 }
 
 /// The tags of a turn ([`crate::index::IndexPoint::tags`]): the month and day it was written
@@ -61,14 +94,15 @@ pub fn turn_tags(turn: TurnFields<'_>) -> Vec<String> {
 /// The text a turn's dense vector is computed from, cut to [`EMBED_MAX_CHARS`] on a character
 /// boundary. `previous` is the content of the turn before it in the session, if any.
 pub fn dense_text(turn: TurnFields<'_>, previous: Option<&str>) -> String {
+    let said = turn.shown();
     match previous {
         Some(previous) if needs_previous(turn) => {
             // The turn is short, so only the previous turn can be too long: cut its start.
-            let text = format!("{previous}\n{}", turn.content);
+            let text = format!("{previous}\n{said}");
             let chars = text.chars().count();
             text.chars().skip(chars.saturating_sub(EMBED_MAX_CHARS)).collect()
         }
-        Some(_) | None => turn.content.chars().take(EMBED_MAX_CHARS).collect(),
+        Some(_) | None => said.chars().take(EMBED_MAX_CHARS).collect(),
     }
 }
 
@@ -90,6 +124,7 @@ mod tests {
             role,
             content,
             created_at: Utc.with_ymd_and_hms(2026, 3, 14, 9, 30, 0).unwrap(),
+            caption: None,
         }
     }
 
@@ -129,5 +164,28 @@ mod tests {
             dense_text(turn(Role::User, &long), None).chars().count(),
             EMBED_MAX_CHARS
         );
+    }
+
+    #[test]
+    fn a_caption_reaches_both_texts_and_the_speaker_neither() {
+        let meta = |v: serde_json::Value| v.as_object().cloned().expect("an object");
+        let with = meta(serde_json::json!({ "speaker": "Ana", "caption": " a red kayak on a lake " }));
+        let ana = turn(Role::User, "Look what I bought!").with_metadata(&with);
+        assert_eq!(keyword_text(ana), "Look what I bought!\n[photo] a red kayak on a lake");
+        assert_eq!(
+            dense_text(ana, None),
+            "Look what I bought!\n[photo] a red kayak on a lake"
+        );
+
+        // What is not a non-blank string is not read.
+        for caption in [serde_json::json!(3), serde_json::json!("  "), serde_json::json!(["x"])] {
+            let meta = meta(serde_json::json!({ "caption": caption }));
+            assert_eq!(keyword_text(turn(Role::User, "hi").with_metadata(&meta)), "hi");
+        }
+
+        // Bounded, on a character boundary.
+        let long = meta(serde_json::json!({ "caption": "字".repeat(600) }));
+        let bounded = turn(Role::User, "hi").with_metadata(&long);
+        assert_eq!(bounded.caption.map(|c| c.chars().count()), Some(MAX_CAPTION_CHARS));
     }
 }

@@ -100,6 +100,7 @@ fn turn_point(tenant: &Tenant, i: usize) -> IndexPoint {
         role: Role::User,
         content: &content,
         created_at: chrono::Utc::now(),
+        caption: None,
     };
     IndexPoint {
         id: uuid::Uuid::new_v4(),
