@@ -8,6 +8,7 @@ mod compaction_jobs;
 mod compaction_llm;
 mod compaction_store;
 mod docs_links;
+mod docs_tour;
 mod e2e_context;
 mod e2e_errors;
 mod e2e_ingest;
