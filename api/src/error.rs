@@ -95,22 +95,10 @@ impl IntoResponse for ApiError {
             | Self::QuotaExceeded(..) => self.to_string(),
         };
         // Whole seconds (RFC 9110), rounded up so that a retry at once is never too early.
-        let retry_after = match &self {
-            Self::RateLimited(wait) | Self::QuotaExceeded(_, wait) => {
-                Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
-            }
-            Self::MissingTenant(_)
-            | Self::MalformedJson(_)
-            | Self::UnsupportedMediaType(_)
-            | Self::Invalid(_)
-            | Self::PayloadTooLarge(_)
-            | Self::TooManyItems(_)
-            | Self::NotFound(_)
-            | Self::NotFoundCode(..)
-            | Self::Unauthorized(_)
-            | Self::Forbidden(_)
-            | Self::Unavailable(_)
-            | Self::Internal(_) => None,
+        let retry_after = if let Self::RateLimited(wait) | Self::QuotaExceeded(_, wait) = &self {
+            Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
+        } else {
+            None
         };
         let mut response = (status, Json(ErrorBody { code, message })).into_response();
         if status == StatusCode::UNAUTHORIZED {

@@ -421,6 +421,19 @@ impl TenantHeaders for RequestBuilder {
     }
 }
 
+/// Layer timers scaled down from 90 s / 900 s / 1 h, and a persona after the first memory:
+/// settings for tests that wait for scenes and a persona.
+pub fn fast_layer_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("SCENE_AFTER_L1_MS", "100".into()),
+        ("SCENE_MIN_GAP_MS", "300".into()),
+        ("SCENE_MAX_WAIT_MS", "5000".into()),
+        ("SCENE_RETRY_MS", "600000".into()),
+        ("PERSONA_MEMORY_THRESHOLD", "1".into()),
+        ("EXTRACT_IDLE_FLUSH_MS", "300".into()),
+    ]
+}
+
 /// A tenant with unique ids, so tests never share data even on shared backends.
 pub fn tenant() -> Tenant {
     let id = uuid::Uuid::new_v4().simple().to_string();

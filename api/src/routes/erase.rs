@@ -13,6 +13,7 @@ use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::domain::{tenant_id, Tenant};
+use shared::scene::paths::encode_segment;
 use shared::store::erase::Erasure;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -107,7 +108,7 @@ pub async fn erase_user(
     let job = state.eraser.request(&tenant, &headers.actor(&tenant)).await?;
     tracing::info!(erasure = %job.id, "erasure requested");
     run_in_background(&state, vec![job.id]);
-    let location = format!("/v1/users/{}/erasures/{}", urlencoding_segment(&tenant.user), job.id);
+    let location = format!("/v1/users/{}/erasures/{}", encode_segment(&tenant.user), job.id);
     Ok((
         StatusCode::ACCEPTED,
         [(header::LOCATION, location)],
@@ -239,17 +240,4 @@ pub async fn get_erasure_as_operator(
     let id = Uuid::parse_str(&erasure_id).map_err(|_| not_found())?;
     let job = state.backends.erasures.erasure(id).await?.ok_or_else(not_found)?;
     Ok(Json(job.into()))
-}
-
-/// `id` as one URL path segment: unreserved characters as they are, every other byte `%XX`.
-fn urlencoding_segment(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for byte in id.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }

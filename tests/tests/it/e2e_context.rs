@@ -5,7 +5,6 @@
 //! Embedded: the API runs the compact worker itself. Cluster: the test runs one beside it, as a
 //! `sediment-compact` process would (same handler, same bus).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, TestApp, MODES};
@@ -13,33 +12,11 @@ use integration_tests::mixed_session;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::bus::WorkerKind;
-use shared::context::{CompactHandler, Compactor};
 use shared::domain::Tenant;
-use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat};
-use tokio_util::sync::CancellationToken;
-
-/// Runs a compact worker on the app's backends (what `sediment-compact` does in the cluster).
-fn spawn_compact_worker(app: &TestApp) -> CancellationToken {
-    let token = CancellationToken::new();
-    tokio::spawn(run_consumer(
-        app.backends.bus.clone(),
-        Arc::new(CompactHandler(
-            Compactor::from_backends(&app.backends, &app.settings).expect("a compactor"),
-        )),
-        ConsumerSettings {
-            prefetch: app.settings.worker.prefetch,
-            sweep_interval: app.settings.worker.sweep_interval,
-            shutdown_deadline: app.settings.shutdown_deadline,
-        },
-        Arc::new(Heartbeat::default()),
-        token.clone(),
-    ));
-    token
-}
 
 /// The compact worker of a deployment: in-process for embedded, started here for cluster.
 fn compact_worker(app: &TestApp) -> Option<tokio_util::sync::DropGuard> {
-    (app.mode == Mode::Cluster).then(|| spawn_compact_worker(app).drop_guard())
+    (app.mode == Mode::Cluster).then(|| app.spawn_compact_worker().drop_guard())
 }
 
 async fn get(app: &TestApp, t: &Tenant, path: &str) -> (StatusCode, Value) {
@@ -211,7 +188,7 @@ async fn context_calls_at_once_queue_one_compaction() {
                 "one event for one job"
             );
             assert_eq!(compaction(&app, &t, session).await["status"], "pending");
-            let _worker = spawn_compact_worker(&app).drop_guard();
+            let _worker = app.spawn_compact_worker().drop_guard();
             wait_compacted(&app, &t, session, None).await;
         } else {
             wait_compacted(&app, &t, session, None).await;

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use integration_tests::app::{tenant, Mode, Options, TestApp, MODES};
+use integration_tests::app::{fast_layer_env, tenant, Mode, Options, TestApp, MODES};
 use integration_tests::fake_openai::{chat_message, FakeOpenAi};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -13,20 +13,8 @@ use shared::store::scene::LAYER_L2;
 
 const WAIT: Duration = Duration::from_secs(40);
 
-/// Timers scaled down from 90 s / 900 s / 1 h, and a persona after the first memory.
-fn fast_layers() -> Vec<(&'static str, String)> {
-    vec![
-        ("SCENE_AFTER_L1_MS", "100".into()),
-        ("SCENE_MIN_GAP_MS", "300".into()),
-        ("SCENE_MAX_WAIT_MS", "5000".into()),
-        ("SCENE_RETRY_MS", "600000".into()),
-        ("PERSONA_MEMORY_THRESHOLD", "1".into()),
-        ("EXTRACT_IDLE_FLUSH_MS", "300".into()),
-    ]
-}
-
 async fn start(mode: Mode, mut env: Vec<(&'static str, String)>) -> TestApp {
-    env.extend(fast_layers());
+    env.extend(fast_layer_env());
     let app = TestApp::with(
         mode,
         Options {

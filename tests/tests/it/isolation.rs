@@ -25,7 +25,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use integration_tests::app::{tenant, Mode, Options, TestApp};
+use integration_tests::app::{fast_layer_env, tenant, Mode, Options, TestApp};
 use integration_tests::mixed_session;
 use integration_tests::routes::routes_in_source;
 use reqwest::Method;
@@ -481,16 +481,8 @@ async fn fresh_caller(app: &TestApp, agent: &str, user: &str) -> Caller {
 // --- the owner's data ------------------------------------------------------------------------------
 
 async fn start(mode: Mode) -> TestApp {
-    let env = vec![
-        ("ADMIN_KEY", ADMIN_KEY.to_owned()),
-        // The layer timers of e2e_layers, scaled down, and a persona after the first memory.
-        ("SCENE_AFTER_L1_MS", "100".into()),
-        ("SCENE_MIN_GAP_MS", "300".into()),
-        ("SCENE_MAX_WAIT_MS", "5000".into()),
-        ("SCENE_RETRY_MS", "600000".into()),
-        ("PERSONA_MEMORY_THRESHOLD", "1".into()),
-        ("EXTRACT_IDLE_FLUSH_MS", "300".into()),
-    ];
+    let mut env = vec![("ADMIN_KEY", ADMIN_KEY.to_owned())];
+    env.extend(fast_layer_env());
     let app = TestApp::with(
         mode,
         Options {

@@ -32,14 +32,11 @@ use integration_tests::secrets::{self, Sample};
 use reqwest::Method;
 use serde_json::{json, Value};
 use shared::context::summary::COMPACT_PROMPT;
-use shared::context::{CompactHandler, Compactor};
 use shared::domain::{SessionId, Tenant};
 use shared::llm::{trace, HEADER_TRACE};
 use shared::memory::redact::{redact, SecretKind, MARKER_PREFIX};
-use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat};
 use shared::store::memory::{MemoryFilter, EXTRACT_CONSUMER};
 use shared::store::scene::{LAYER_L2, LAYER_L3};
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(60);
 const SESSION: &str = "pasted-secrets";
@@ -114,7 +111,7 @@ async fn secrets_stay_out(mode: Mode) {
     // In the cluster the compact, scene and persona workers are processes of their own.
     let _workers = (mode == Mode::Cluster).then(|| {
         app.spawn_layer_workers();
-        spawn_compact_worker(&app).drop_guard()
+        app.spawn_compact_worker().drop_guard()
     });
     let t = tenant();
 
@@ -543,23 +540,4 @@ async fn settle(app: &TestApp, t: &Tenant, llm: &FakeOpenAi) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// Runs a compact worker on the app's backends (what `sediment-compact` does in the cluster).
-fn spawn_compact_worker(app: &TestApp) -> CancellationToken {
-    let token = CancellationToken::new();
-    tokio::spawn(run_consumer(
-        app.backends.bus.clone(),
-        Arc::new(CompactHandler(
-            Compactor::from_backends(&app.backends, &app.settings).expect("a compactor"),
-        )),
-        ConsumerSettings {
-            prefetch: app.settings.worker.prefetch,
-            sweep_interval: app.settings.worker.sweep_interval,
-            shutdown_deadline: app.settings.shutdown_deadline,
-        },
-        Arc::new(Heartbeat::default()),
-        token.clone(),
-    ));
-    token
 }
