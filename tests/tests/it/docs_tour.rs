@@ -1,14 +1,18 @@
 //! The README's five-minute tour runs as written. Every `sh` block of "A five-minute tour" is
 //! run by bash, in order and as one script (a variable set in one block is used in the next, as
-//! in one terminal), against an embedded server whose address replaces `localhost:8080`. Each
+//! in one terminal), against an embedded server whose address replaces `localhost:8080`; after
+//! each block the script waits until indexing and extraction have caught up. Each
 //! `curl` answers the status the comment after it documents (`# 201 …`), or a 2xx where none is
 //! written; a documented non-empty list (`"items":[{`) must come back non-empty.
 
 use std::path::Path;
+use std::time::Duration;
 
 use integration_tests::app::{Mode, TestApp};
 
 const TOUR: &str = "## A five-minute tour";
+/// Longest wait for the index and extraction to catch up after a block.
+const WAIT: Duration = Duration::from_secs(30);
 
 /// The `sh` blocks of the section that starts with `heading`, up to the next `## `.
 fn sh_blocks(markdown: &str, heading: &str) -> Vec<String> {
@@ -70,15 +74,39 @@ async fn the_readme_tour_runs_as_written() {
         "set -u\nout='{}'\nn=0\ncurl() {{ n=$((n+1)); command curl -o \"$out/body.$n\" -w '%{{http_code}}\\n' \"$@\" >> \"$out/statuses\"; }}\n",
         dir.path().display()
     );
-    for block in &blocks {
+    // Between blocks the script waits on a pipe until the test has seen the background work
+    // catch up: the pause a reader takes between pasting two blocks, which the tour's reads
+    // (search right after the append) rely on, without a guess at how long it takes.
+    for (i, block) in blocks.iter().enumerate() {
         script.push_str(&block.replace("localhost:8080", &host));
+        script.push_str(&format!(
+            "mkfifo \"$out/go.{i}\"; touch \"$out/done.{i}\"; read -r _ < \"$out/go.{i}\"\n"
+        ));
     }
     let run = tokio::process::Command::new("bash")
         .arg("-c")
         .arg(&script)
-        .output()
+        .kill_on_drop(true)
+        .output();
+    let caught_up = async {
+        for i in 0..blocks.len() {
+            let done = dir.path().join(format!("done.{i}"));
+            while !done.exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            app.wait_indexed(WAIT).await;
+            app.wait_extracted(WAIT).await;
+            let go = dir.path().join(format!("go.{i}"));
+            tokio::task::spawn_blocking(move || std::fs::write(go, "\n"))
+                .await
+                .expect("join")
+                .expect("release the script");
+        }
+    };
+    let (run, ()) = tokio::time::timeout(WAIT * 3, async { tokio::join!(run, caught_up) })
         .await
-        .expect("run bash");
+        .expect("the tour finished");
+    let run = run.expect("run bash");
     assert!(
         run.status.success(),
         "the tour failed: {}\n{}",
