@@ -1,5 +1,9 @@
-//! sediment's worker processes (cluster deployment): one binary per worker kind, each a thin
+//! sediment's worker processes (cluster deployment): one process per worker kind, each a thin
 //! wiring of `shared::runtime` with a side port for probes and metrics (STYLE R22).
+//!
+//! Each kind has its own binary (`sediment-index`, …) for development; the container image
+//! ships one `sediment` binary instead, which runs a worker when called as `sediment worker
+//! <kind>` or through a link named `sediment-<kind>` (one copy of the code, not six).
 //!
 //! The consumer contract (ack after durable, retry with backoff, park after N attempts, panic
 //! isolation, drain on shutdown) lives in `shared::runtime`, because the embedded deployment
@@ -21,6 +25,34 @@ use tokio_util::sync::CancellationToken;
 pub use compact::run_compact_worker;
 pub use health::{health_router, HealthState};
 pub use layers::{run_persona_worker, run_scene_worker};
+
+/// The worker kinds, as `sediment worker <kind>` and the `sediment-<kind>` commands name them.
+pub const WORKERS: [&str; 5] = ["index", "extract", "compact", "scene", "persona"];
+
+/// Loads the settings from the environment and runs the worker `kind` (one of [`WORKERS`])
+/// until SIGTERM or SIGINT: what each worker binary's `main` does.
+pub async fn main(kind: &str) -> anyhow::Result<()> {
+    if !WORKERS.contains(&kind) {
+        anyhow::bail!("unknown worker {kind:?} (one of: {})", WORKERS.join(", "));
+    }
+    let settings = Settings::from_env().context("load settings")?;
+    let telemetry = shared::telemetry::init(
+        &format!("sediment-worker-{kind}"),
+        &settings.log_filter,
+        &settings.log_format,
+        &settings.traces,
+    );
+    let shutdown = shared::shutdown::signal();
+    let result = match kind {
+        "index" => run_index_worker(settings, shutdown).await,
+        "extract" => run_extract_worker(settings, shutdown).await,
+        "compact" => run_compact_worker(settings, shutdown).await,
+        "scene" => run_scene_worker(settings, shutdown).await,
+        _ => run_persona_worker(settings, shutdown).await,
+    };
+    telemetry.shutdown(shared::telemetry::FLUSH_DEADLINE).await;
+    result
+}
 
 /// Runs the L0 index worker until `shutdown`: consumes `turn.appended` and indexes turns.
 pub async fn run_index_worker(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {

@@ -99,7 +99,7 @@ async fn migrate_fails_loudly_when_it_cannot_migrate() {
 
     let unknown = sediment(&["migrat"], &[]).await;
     assert!(!unknown.status.success());
-    assert!(String::from_utf8_lossy(&unknown.stderr).contains("usage: sediment [migrate]"));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("usage: sediment [migrate | worker"));
 }
 
 #[tokio::test]
