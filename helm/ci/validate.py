@@ -104,6 +104,26 @@ S3_ENV = {
     "SEDIMENT_S3_PREFIX": ("files", "s3", "prefix"),
 }
 S3_KEYS = ("SEDIMENT_S3_ACCESS_KEY_ID", "SEDIMENT_S3_SECRET_ACCESS_KEY")
+# Set only while auth.jwt names a JWKS (jwksUrl or jwksFile); empty values are left out.
+JWT_ENV = {
+    "SEDIMENT_AUTH_JWKS_URL": ("auth", "jwt", "jwksUrl"),
+    "SEDIMENT_AUTH_JWKS_FILE": ("auth", "jwt", "jwksFile"),
+    "SEDIMENT_AUTH_JWKS_REFRESH_MS": ("auth", "jwt", "jwksRefreshMs"),
+    "SEDIMENT_AUTH_JWT_ISSUER": ("auth", "jwt", "issuer"),
+    "SEDIMENT_AUTH_JWT_AUDIENCE": ("auth", "jwt", "audience"),
+    "SEDIMENT_AUTH_JWT_DEFAULT_PERMISSION": ("auth", "jwt", "defaultPermission"),
+    "SEDIMENT_AUTH_JWT_TEAM_CLAIM": ("auth", "jwt", "claims", "team"),
+    "SEDIMENT_AUTH_JWT_AGENT_CLAIM": ("auth", "jwt", "claims", "agent"),
+    "SEDIMENT_AUTH_JWT_USER_CLAIM": ("auth", "jwt", "claims", "user"),
+    "SEDIMENT_AUTH_JWT_PERMISSION_CLAIM": ("auth", "jwt", "claims", "permission"),
+}
+# Set only while the limit they belong to is above 0 (0 is off, and sediment's own default).
+LIMIT_ENV = {
+    "SEDIMENT_RATE_LIMIT_RPS": (("limits", "rateLimitRps"), ("limits", "rateLimitRps")),
+    "SEDIMENT_RATE_LIMIT_BURST": (("limits", "rateLimitBurst"), ("limits", "rateLimitRps"), ("limits", "rateLimitBurst")),
+    "SEDIMENT_QUOTA_TURNS": (("limits", "quotaTurns"), ("limits", "quotaTurns")),
+    "SEDIMENT_QUOTA_REFRESH_MS": (("limits", "quotaRefreshMs"), ("limits", "quotaTurns")),
+}
 # The least the default values need: an S3 bucket for the scene and persona workers.
 WITH_S3 = {"files": {"s3": {"bucket": "sediment", "endpoint": "http://minio:9000", "accessKeyId": "minio", "secretAccessKey": "s3-secret"}}}
 # Variables that hold secrets: never in a ConfigMap.
@@ -552,6 +572,17 @@ def check_settings(by_kind: dict[str, list[dict]], config: dict, values: dict, e
         for env in S3_ENV:
             if env in config:
                 errors.add(f"{where}: ConfigMap", f"sets {env} without files.s3.bucket")
+    jwt_on = value_at(values, ("auth", "jwt", "jwksUrl")) or value_at(values, ("auth", "jwt", "jwksFile"))
+    for env, path in JWT_ENV.items():
+        if jwt_on and value_at(values, path) not in ("", None):
+            want[env] = text(value_at(values, path))
+        elif env in config:
+            errors.add(f"{where}: ConfigMap", f"sets {env}, which the values leave unset")
+    for env, (path, *gates) in LIMIT_ENV.items():
+        if all(int(value_at(values, gate) or 0) > 0 for gate in gates):
+            want[env] = text(value_at(values, path))
+        elif env in config:
+            errors.add(f"{where}: ConfigMap", f"sets {env}, which the values turn off")
     for env, value in want.items():
         if config.get(env) != value:
             errors.add(f"{where}: ConfigMap", f"{env} is {config.get(env)!r}, the values say {value!r}")
@@ -810,6 +841,15 @@ def self_test(all_options: dict, known: set[str], verbose: bool) -> list[str]:
         ("a short auth.adminKey", scenario({"auth": {"adminKey": "short"}}), "auth.adminKey must be at least 32 characters"),
         ('auth.enabled: "no"', scenario({"auth": {"enabled": "no"}}), "auth.enabled must be true or false"),
         ("the admin key in config", scenario({"config": {"SEDIMENT_AUTH": "off"}}), "the chart sets"),
+        ("both a JWKS URL and a file", scenario({"auth": {"jwt": {"jwksUrl": "https://idp/jwks", "jwksFile": "/etc/jwks.json"}}}), "not both"),
+        ("a JWKS URL that is not http", scenario({"auth": {"jwt": {"jwksUrl": "idp/jwks"}}}), "auth.jwt.jwksUrl must start with"),
+        ("tokens with auth off", scenario({"auth": {"enabled": False, "jwt": {"jwksFile": "/etc/jwks.json"}}}), "with auth off no token is checked"),
+        ('auth.jwt.defaultPermission: "owner"', scenario({"auth": {"jwt": {"defaultPermission": "owner"}}}), "auth.jwt.defaultPermission must be read, write or admin"),
+        ("an empty claim name", scenario({"auth": {"jwt": {"claims": {"team": ""}}}}), "auth.jwt.claims.team must name a claim"),
+        ("limits.rateLimitRps: -1", scenario({"limits": {"rateLimitRps": -1}}), "limits.rateLimitRps must be a whole number"),
+        ("limits.quotaRefreshMs: 0", scenario({"limits": {"quotaRefreshMs": 0}}), "limits.quotaRefreshMs"),
+        ("a rate limit in config", scenario({"config": {"SEDIMENT_RATE_LIMIT_RPS": 5}}), "the chart sets"),
+        ("a limit the values turned off", wiring(lambda m: config_map(m).update(SEDIMENT_QUOTA_TURNS="100")), "SEDIMENT_QUOTA_TURNS, which the values turn off"),
         # The wiring checks, on hand-broken manifests.
         ("an enabled worker with no Deployment", wiring(drop_worker("persona")), "workers.persona: is enabled, yet no Deployment"),
         ("a scene worker deployed with the layers off", wiring(lambda m: None, deep_merge(WITH_S3, {"layers": {"enabled": False}})), "layers.enabled is false"),

@@ -66,7 +66,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Environment variables the chart sets itself; `config` may not set them. */}}
 {{- define "sediment.managedEnv" -}}
-{{- list "SEDIMENT_DATABASE_URL" "SEDIMENT_AMQP_URL" "SEDIMENT_AMQP_PREFIX" "SEDIMENT_QDRANT_URL" "SEDIMENT_QDRANT_COLLECTION" "SEDIMENT_QDRANT_API_KEY" "SEDIMENT_EMBEDDING" "SEDIMENT_EMBEDDING_URL" "SEDIMENT_EMBEDDING_MODEL" "SEDIMENT_EMBEDDING_DIMENSION" "SEDIMENT_EMBEDDING_API_KEY" "SEDIMENT_MODEL_DIR" "SEDIMENT_LLM_URL" "SEDIMENT_LLM_MODEL" "SEDIMENT_LLM_API_KEY" "SEDIMENT_LISTEN" "SEDIMENT_WORKER_HEALTH_LISTEN" "SEDIMENT_SHUTDOWN_DEADLINE_MS" "SEDIMENT_S3_BUCKET" "SEDIMENT_S3_ENDPOINT" "SEDIMENT_S3_REGION" "SEDIMENT_S3_PATH_STYLE" "SEDIMENT_S3_PREFIX" "SEDIMENT_S3_ACCESS_KEY_ID" "SEDIMENT_S3_SECRET_ACCESS_KEY" "SEDIMENT_FILES_DIR" "SEDIMENT_LAYERS" "SEDIMENT_EXTRACT" "SEDIMENT_AUTH" "SEDIMENT_ADMIN_KEY" "SEDIMENT_ADMIN_KEY_FILE" "SEDIMENT_AUTH_KEY_CACHE_MS" | concat (keys (include "sediment.layerEnv" . | fromYaml)) | toJson }}
+{{- list "SEDIMENT_DATABASE_URL" "SEDIMENT_AMQP_URL" "SEDIMENT_AMQP_PREFIX" "SEDIMENT_QDRANT_URL" "SEDIMENT_QDRANT_COLLECTION" "SEDIMENT_QDRANT_API_KEY" "SEDIMENT_EMBEDDING" "SEDIMENT_EMBEDDING_URL" "SEDIMENT_EMBEDDING_MODEL" "SEDIMENT_EMBEDDING_DIMENSION" "SEDIMENT_EMBEDDING_API_KEY" "SEDIMENT_MODEL_DIR" "SEDIMENT_LLM_URL" "SEDIMENT_LLM_MODEL" "SEDIMENT_LLM_API_KEY" "SEDIMENT_LISTEN" "SEDIMENT_WORKER_HEALTH_LISTEN" "SEDIMENT_SHUTDOWN_DEADLINE_MS" "SEDIMENT_S3_BUCKET" "SEDIMENT_S3_ENDPOINT" "SEDIMENT_S3_REGION" "SEDIMENT_S3_PATH_STYLE" "SEDIMENT_S3_PREFIX" "SEDIMENT_S3_ACCESS_KEY_ID" "SEDIMENT_S3_SECRET_ACCESS_KEY" "SEDIMENT_FILES_DIR" "SEDIMENT_LAYERS" "SEDIMENT_EXTRACT" "SEDIMENT_AUTH" "SEDIMENT_ADMIN_KEY" "SEDIMENT_ADMIN_KEY_FILE" "SEDIMENT_AUTH_KEY_CACHE_MS" "SEDIMENT_AUTH_JWKS_URL" "SEDIMENT_AUTH_JWKS_FILE" "SEDIMENT_AUTH_JWKS_REFRESH_MS" "SEDIMENT_AUTH_JWT_ISSUER" "SEDIMENT_AUTH_JWT_AUDIENCE" "SEDIMENT_AUTH_JWT_DEFAULT_PERMISSION" "SEDIMENT_AUTH_JWT_TEAM_CLAIM" "SEDIMENT_AUTH_JWT_AGENT_CLAIM" "SEDIMENT_AUTH_JWT_USER_CLAIM" "SEDIMENT_AUTH_JWT_PERMISSION_CLAIM" "SEDIMENT_RATE_LIMIT_RPS" "SEDIMENT_RATE_LIMIT_BURST" "SEDIMENT_QUOTA_TURNS" "SEDIMENT_QUOTA_REFRESH_MS" | concat (keys (include "sediment.layerEnv" . | fromYaml)) | toJson }}
 {{- end }}
 
 {{/* "true" while the extract worker is deployed, else empty: L1 extraction runs at all. Every
@@ -159,6 +159,38 @@ Checks values the Kubernetes schemas cannot: fails the render with a message nam
 {{- end }}
 {{- if not (regexMatch "^[1-9][0-9]*$" (toString .Values.auth.keyCacheMs)) }}
 {{- fail (printf "auth.keyCacheMs (SEDIMENT_AUTH_KEY_CACHE_MS) must be a whole number above 0 (got %s)" (toJson .Values.auth.keyCacheMs)) }}
+{{- end }}
+{{- with .Values.auth.jwt }}
+{{- if and .jwksUrl .jwksFile }}
+{{- fail "auth.jwt: set jwksUrl or jwksFile, not both" }}
+{{- end }}
+{{- if and .jwksUrl (not (regexMatch "^https?://" (toString .jwksUrl))) }}
+{{- fail (printf "auth.jwt.jwksUrl must start with https:// or http:// (got %s)" (toJson .jwksUrl)) }}
+{{- end }}
+{{- if and (or .jwksUrl .jwksFile) (not $.Values.auth.enabled) }}
+{{- fail "auth.jwt is set while auth.enabled is false: with auth off no token is checked" }}
+{{- end }}
+{{- if not (has (toString .defaultPermission) (list "read" "write" "admin")) }}
+{{- fail (printf "auth.jwt.defaultPermission must be read, write or admin (got %s)" (toJson .defaultPermission)) }}
+{{- end }}
+{{- if not (regexMatch "^[1-9][0-9]*$" (toString .jwksRefreshMs)) }}
+{{- fail (printf "auth.jwt.jwksRefreshMs (SEDIMENT_AUTH_JWKS_REFRESH_MS) must be a whole number above 0 (got %s)" (toJson .jwksRefreshMs)) }}
+{{- end }}
+{{- range $name := list "team" "agent" "user" "permission" }}
+{{- if not (index $.Values.auth.jwt.claims $name) }}
+{{- fail (printf "auth.jwt.claims.%s must name a claim" $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $name := list "rateLimitRps" "rateLimitBurst" "quotaTurns" }}
+{{- $v := index $.Values.limits $name }}
+{{- /* YAML numbers arrive as float64 (1000000 prints as 1e+06), --set ones as int64. */}}
+{{- if not (or (and (kindIs "float64" $v) (eq (float64 (int64 $v)) $v) (ge (int64 $v) 0)) (and (kindIs "int64" $v) (ge $v 0)) (and (kindIs "int" $v) (ge $v 0))) }}
+{{- fail (printf "limits.%s must be a whole number, 0 for off (got %s)" $name (toJson (index $.Values.limits $name))) }}
+{{- end }}
+{{- end }}
+{{- if not (regexMatch "^[1-9][0-9]*$" (toString .Values.limits.quotaRefreshMs)) }}
+{{- fail (printf "limits.quotaRefreshMs (SEDIMENT_QUOTA_REFRESH_MS) must be a whole number above 0 (got %s)" (toJson .Values.limits.quotaRefreshMs)) }}
 {{- end }}
 {{- if not (kindIs "bool" .Values.layers.enabled) }}
 {{- fail (printf "layers.enabled must be true or false (got %s)" (toJson .Values.layers.enabled)) }}
@@ -314,6 +346,40 @@ SEDIMENT_SHUTDOWN_DEADLINE_MS: {{ .Values.shutdownDeadlineMs | int64 | toString 
 SEDIMENT_AUTH: "off"
 {{- end }}
 SEDIMENT_AUTH_KEY_CACHE_MS: {{ .Values.auth.keyCacheMs | int64 | toString | quote }}
+{{- with .Values.auth.jwt }}
+{{- if or .jwksUrl .jwksFile }}
+{{- with .jwksUrl }}
+SEDIMENT_AUTH_JWKS_URL: {{ . | quote }}
+{{- end }}
+{{- with .jwksFile }}
+SEDIMENT_AUTH_JWKS_FILE: {{ . | quote }}
+{{- end }}
+SEDIMENT_AUTH_JWKS_REFRESH_MS: {{ .jwksRefreshMs | int64 | toString | quote }}
+{{- with .issuer }}
+SEDIMENT_AUTH_JWT_ISSUER: {{ . | quote }}
+{{- end }}
+{{- with .audience }}
+SEDIMENT_AUTH_JWT_AUDIENCE: {{ . | quote }}
+{{- end }}
+SEDIMENT_AUTH_JWT_DEFAULT_PERMISSION: {{ .defaultPermission | quote }}
+SEDIMENT_AUTH_JWT_TEAM_CLAIM: {{ .claims.team | quote }}
+SEDIMENT_AUTH_JWT_AGENT_CLAIM: {{ .claims.agent | quote }}
+SEDIMENT_AUTH_JWT_USER_CLAIM: {{ .claims.user | quote }}
+SEDIMENT_AUTH_JWT_PERMISSION_CLAIM: {{ .claims.permission | quote }}
+{{- end }}
+{{- end }}
+{{- with .Values.limits }}
+{{- if gt (int64 .rateLimitRps) 0 }}
+SEDIMENT_RATE_LIMIT_RPS: {{ .rateLimitRps | int64 | toString | quote }}
+{{- if gt (int64 .rateLimitBurst) 0 }}
+SEDIMENT_RATE_LIMIT_BURST: {{ .rateLimitBurst | int64 | toString | quote }}
+{{- end }}
+{{- end }}
+{{- if gt (int64 .quotaTurns) 0 }}
+SEDIMENT_QUOTA_TURNS: {{ .quotaTurns | int64 | toString | quote }}
+SEDIMENT_QUOTA_REFRESH_MS: {{ .quotaRefreshMs | int64 | toString | quote }}
+{{- end }}
+{{- end }}
 {{- range $key, $value := .Values.config }}
 {{ $key }}: {{ $value | toString | quote }}
 {{- end }}
