@@ -24,6 +24,9 @@ RUN cargo build --release --locked -p api --bin sediment \
 # without MODEL=true it is left out and mounted or fetched at run time instead.
 FROM ${DEBIAN} AS model
 ARG MODEL=false
+# Behind a proxy or mirror: pip's index and a CA bundle (mount it with --volume), if needed.
+ARG PIP_INDEX_URL
+ARG PIP_CERT
 COPY api/fetch-model.sh /fetch-model.sh
 RUN mkdir -p /opt/sediment \
  && if [ "$MODEL" = true ]; then \
