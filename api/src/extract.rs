@@ -4,9 +4,9 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderValue};
 use serde::de::DeserializeOwned;
-use shared::domain::Tenant;
+use shared::domain::{TaskId, Tenant};
 
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -17,6 +17,8 @@ pub const AGENT_HEADER: &str = "x-sediment-agent";
 pub const USER_HEADER: &str = "x-sediment-user";
 /// Who acts for the tenant (a person or service behind the agent), for the audit log.
 pub const ACTOR_HEADER: &str = "x-sediment-actor";
+/// The task a request works under (see [`task_from`]).
+pub const TASK_HEADER: &str = "x-sediment-task";
 
 /// A JSON body. Syntax errors are 400 `malformed_json`; a body of the wrong shape is 422
 /// `invalid_request`; a body over the limit is 413.
@@ -118,6 +120,9 @@ pub struct HeaderIds {
     agent: Option<String>,
     user: Option<String>,
     actor: Option<String>,
+    /// Kept raw: only the routes that take a task read it (`task_from`), so on the others it
+    /// can be neither wrong nor refused.
+    task: Option<HeaderValue>,
     /// Who called, as authentication decided.
     principal: Principal,
 }
@@ -138,6 +143,7 @@ impl<S: Send + Sync> FromRequestParts<S> for TenantHeaders {
             agent: header(headers, AGENT_HEADER)?,
             user: header(headers, USER_HEADER)?,
             actor: header(headers, ACTOR_HEADER)?,
+            task: headers.get(TASK_HEADER).cloned(),
             principal,
         }))
     }
@@ -218,6 +224,31 @@ fn within(
         return refuse("user", &tenant.user);
     }
     Ok(tenant)
+}
+
+/// Resolves the request's task: the `X-Sediment-Task` header, or `named` (the body's or the
+/// query's `task`). Each is validated whenever it is present, so an invalid one is refused
+/// even beside a valid other one; both given must name the same task.
+pub fn task_from(headers: &HeaderIds, named: Option<&str>) -> Result<Option<TaskId>, ApiError> {
+    let header = headers
+        .task
+        .as_ref()
+        .map(|value| {
+            let value = value
+                .to_str()
+                .map_err(|_| ApiError::Invalid(format!("header {TASK_HEADER} must be visible ASCII")))?;
+            Ok::<_, ApiError>(TaskId::parse(value)?)
+        })
+        .transpose()?;
+    let named = named.map(TaskId::parse).transpose()?;
+    match (header, named) {
+        (Some(header), Some(named)) if header != named => Err(ApiError::Invalid(format!(
+            "the {TASK_HEADER} header names task {:?} but the request names {:?}: send one, or the same in both",
+            header.as_str(),
+            named.as_str()
+        ))),
+        (header, named) => Ok(header.or(named)),
+    }
 }
 
 impl HeaderIds {

@@ -32,7 +32,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use error::ApiError;
-pub use extract::{AGENT_HEADER, TEAM_HEADER, USER_HEADER};
+pub use extract::{AGENT_HEADER, TASK_HEADER, TEAM_HEADER, USER_HEADER};
 pub use openapi::ApiDoc;
 pub use routes::router;
 pub use state::AppState;

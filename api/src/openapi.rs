@@ -10,7 +10,8 @@
 //!   `rate_limited` (the operator has no team, so no limit);
 //! - every tenant route (`/v1` but not `/v1/admin/*`) reads the tenant headers: 400
 //!   `missing_tenant`, 422 `invalid_request` for a header that is not visible ASCII or an id
-//!   that is not valid.
+//!   that is not valid; the routes that take a task (`TASK_OPERATIONS`) also read
+//!   `X-Sediment-Task`.
 //!
 //! The schemas of request and response types live beside their handlers. Types a handler
 //! takes from `shared` (which has no utoipa, STYLE R4) are described by the mirrors below and
@@ -42,12 +43,21 @@ pub const IDP_TOKEN_SCHEME: &str = "idp_token";
 
 /// Operations whose body may carry `team_id`, `agent_id` and `user_id` in place of the headers.
 const BODY_TENANT_OPERATIONS: &[&str] = &["append_messages", "search_conversations", "recall"];
+/// Operations that take a task, in the `X-Sediment-Task` header or their own `task` (the body's,
+/// or the query's for the listing).
+const TASK_OPERATIONS: &[&str] = &["append_messages", "search_conversations", "recall", "list_memories"];
+/// What `shared::domain::TaskId` and `SessionId` accept: no control character (Unicode `Cc`, as
+/// `char::is_control`); their length, 1 to 128 characters, is the schemas' min and max length.
+const ID_PATTERN: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
 
 const DESCRIPTION: &str = "Long-term memory for AI agents: L0 turns, conversation search, \
 recall, L1 memories, L2 scenes, the L3 persona, prompt overrides and the audit log.\n\n\
 Every `/v1` call names its tenant with the headers `X-Sediment-Team`, `X-Sediment-Agent` and \
 `X-Sediment-User` (append, search and recall also take `team_id`, `agent_id` and `user_id` in \
-the body). With auth on, `/v1` needs `Authorization: Bearer`: a team's API key (which decides \
+the body). Append, search, recall and the memory listing also take an optional task, the \
+fifth isolation dimension, in `X-Sediment-Task` or their own `task`: it is stored on appended \
+turns (and on the memories made from them), and narrows the others to it. Both given must \
+agree. With auth on, `/v1` needs `Authorization: Bearer`: a team's API key (which decides \
 the team, so `X-Sediment-Team` may be left out) or, for `/v1/admin/*` only, the operator's \
 admin key. The embedded deployment listening on loopback without an admin key runs with auth \
 off: then no credential is needed and `/v1/admin/*` answers 403.\n\n\
@@ -559,6 +569,34 @@ fn v1_layers(operation: &mut Operation, admin: bool, user_in_path: bool) {
         false,
         "Who acts for the tenant, for the audit log; default: the user.".to_owned(),
     ));
+    if operation
+        .operation_id
+        .as_deref()
+        .is_some_and(|id| TASK_OPERATIONS.contains(&id))
+    {
+        parameters.push(
+            ParameterBuilder::new()
+                .name("X-Sediment-Task")
+                .parameter_in(ParameterIn::Header)
+                .required(Required::False)
+                .description(Some(
+                    "The task, in place of the request's own `task`; given in both, they must be the same \
+                     (else 422). 1 to 128 characters, none a control character (a tab within it is 422). Stored on \
+                     appended turns; narrows search, recall and the memory listing.",
+                ))
+                // No `pattern`, unlike the body's and the query's `task`: HTTP strips a header
+                // value's surrounding whitespace, tabs included, before the server sees it, so
+                // a value that breaks the pattern only there arrives valid.
+                .schema(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .min_length(Some(1))
+                        .max_length(Some(128)),
+                ))
+                .build()
+                .into(),
+        );
+    }
 }
 
 /// The values the handlers accept in shared path parameters, which their tuple-form `params`
@@ -576,7 +614,7 @@ fn path_rules(operation: &mut Operation) {
                 .schema_type(Type::String)
                 .min_length(Some(1))
                 .max_length(Some(128))
-                .pattern(Some(r"^[^\u0000-\u001f\u007f-\u009f]*$")),
+                .pattern(Some(ID_PATTERN)),
             "template_id" => ObjectBuilder::new()
                 .schema_type(Type::String)
                 .enum_values(Some(shared::llm::TemplateId::ALL.iter().map(|t| t.as_str()))),

@@ -180,7 +180,7 @@ impl Eraser {
         let mut deleted = 0;
         for kind in [PointKind::Turn, PointKind::Memory] {
             loop {
-                let ids = self.index.scope_ids(tenant, kind, None, INDEX_BATCH).await?;
+                let ids = self.index.scope_ids(tenant, kind, None, None, INDEX_BATCH).await?;
                 if ids.is_empty() {
                     break;
                 }

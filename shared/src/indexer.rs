@@ -545,6 +545,7 @@ impl Indexer {
                     session_id: turn.session_id.clone(),
                     text: retrieval::keyword_text(fields(turn)),
                     tags: retrieval::turn_tags(fields(turn)),
+                    task: turn.task.clone(),
                     dense,
                 })
                 .collect();

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::domain::{SessionId, StoredTurn, Tenant};
+use crate::domain::{SessionId, StoredTurn, TaskId, Tenant};
 use crate::embed::{EmbedError, Embedder};
 use crate::index::{Fusion, IndexError, IndexHit, IndexQuery, PointKind, SearchIndex, Strategy};
 use crate::retrieval::QueryText;
@@ -34,6 +34,8 @@ pub struct ConversationQuery {
     pub text: String,
     pub limit: usize,
     pub session: Option<SessionId>,
+    /// Only the turns (or memories) of this task; `None`: all of them, with a task or without.
+    pub task: Option<TaskId>,
     pub strategy: Strategy,
 }
 
@@ -149,6 +151,7 @@ impl ConversationSearch {
                 tenant: tenant.clone(),
                 kind,
                 session_id: query.session.as_ref().map(|s| s.as_str().to_owned()),
+                task: query.task.as_ref().map(|t| t.as_str().to_owned()),
                 text: keyword,
                 tags,
                 dense,
@@ -160,8 +163,8 @@ impl ConversationSearch {
         Ok((hits, strategy))
     }
 
-    /// Adds every other point of the scope (score 0, after the ranked ones) when the scope
-    /// holds no more than `limit` points: with so few items, ranking scores say little and a
+    /// Adds every other point of the scope (tenant, and session and task if given; score 0,
+    /// after the ranked ones) when the scope holds no more than `limit` points: with so few items, ranking scores say little and a
     /// keyword query would hide the ones that share no word with it.
     pub async fn complete_small_scope(
         &self,
@@ -185,7 +188,11 @@ impl ConversationSearch {
             return Ok(());
         }
         let session = query.session.as_ref().map(|s| s.as_str());
-        let ids = self.index.scope_ids(tenant, kind, session, query.limit + 1).await?;
+        let task = query.task.as_ref().map(TaskId::as_str);
+        let ids = self
+            .index
+            .scope_ids(tenant, kind, session, task, query.limit + 1)
+            .await?;
         if ids.len() > query.limit {
             return Ok(());
         }

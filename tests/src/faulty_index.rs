@@ -161,9 +161,10 @@ impl SearchIndex for FaultyIndex {
         tenant: &Tenant,
         kind: PointKind,
         session_id: Option<&str>,
+        task: Option<&str>,
         limit: usize,
     ) -> IndexResult<Vec<Uuid>> {
-        self.inner.scope_ids(tenant, kind, session_id, limit).await
+        self.inner.scope_ids(tenant, kind, session_id, task, limit).await
     }
     fn dense_dimension(&self) -> Option<usize> {
         self.inner.dense_dimension()

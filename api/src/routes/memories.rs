@@ -13,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::{tenant_from, AppJson, Path, TenantHeaders};
+use crate::extract::{task_from, tenant_from, AppJson, Path, TenantHeaders};
 use crate::state::AppState;
 
 /// Page size when the caller gives none.
@@ -47,6 +47,10 @@ pub struct MemoryView {
     /// The memory that replaced it, once archived.
     #[schema(required = true)]
     superseded_by: Option<Uuid>,
+    /// The task of the turns it was made from (the newest one's, when they differ); `null`
+    /// for none.
+    #[schema(required = true)]
+    task: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -64,6 +68,7 @@ impl From<Memory> for MemoryView {
             source_message_ids: m.source_message_ids,
             session_id: m.session_id,
             superseded_by: m.superseded_by,
+            task: m.task,
             created_at: m.created_at,
             updated_at: m.updated_at,
         }
@@ -81,6 +86,10 @@ pub struct ListParams {
     #[param(value_type = Option<crate::openapi::MemoryStatusDoc>)]
     status: Option<String>,
     session_id: Option<String>,
+    /// Only the memories of this task: 1 to 128 characters, none a control character. The
+    /// `X-Sediment-Task` header may carry it instead; given in both, it must be the same.
+    #[param(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
+    task: Option<String>,
     /// RFC 3339; inclusive.
     created_after: Option<DateTime<Utc>>,
     /// RFC 3339; exclusive.
@@ -117,7 +126,7 @@ fn category(name: &str) -> Result<Category, ApiError> {
     params(ListParams),
     responses(
         (status = 200, description = "A page of memories", body = ListResponse),
-        (status = 422, description = "invalid_request: an unknown category or status, limit out of range, a bad cursor or time, an unknown parameter", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: an unknown category or status, limit out of range, a bad cursor or time, an unknown parameter, an invalid task, or a task header that names another task than the parameter", body = crate::openapi::ErrorBody),
     ),
 )]
 pub async fn list(
@@ -127,6 +136,7 @@ pub async fn list(
 ) -> Result<Json<ListResponse>, ApiError> {
     let tenant = tenant_from(&headers, None, None, None)?;
     let Query(params) = params.map_err(|e| ApiError::Invalid(e.body_text()))?;
+    let task = task_from(&headers, params.task.as_deref())?;
     let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
     if limit == 0 || limit > MAX_LIMIT {
         return Err(ApiError::Invalid(format!("limit: must be between 1 and {MAX_LIMIT}")));
@@ -144,6 +154,7 @@ pub async fn list(
         scene: params.scene,
         status,
         session_id: params.session_id,
+        task: task.map(shared::domain::TaskId::into_string),
         created_after: params.created_after,
         created_before: params.created_before,
     };

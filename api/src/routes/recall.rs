@@ -15,7 +15,7 @@ use shared::recall::{Budget, RecallRequest, RecallResponse};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::extract::{tenant_from, AppJson, TenantHeaders};
+use crate::extract::{task_from, tenant_from, AppJson, TenantHeaders};
 use crate::routes::search::check_query;
 use crate::state::AppState;
 
@@ -30,6 +30,11 @@ pub struct RecallBody {
     query: String,
     /// The current session: its turns are searched besides the tenant's memories.
     session_id: Option<String>,
+    /// Narrows the dynamic part, memories and turns, to this task (the stable part stays the
+    /// owner's): 1 to 128 characters, none a control character. The `X-Sediment-Task` header
+    /// may carry it instead; given in both, it must be the same.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
+    task: Option<String>,
     /// Default `hybrid`.
     #[schema(value_type = Option<crate::openapi::StrategyDoc>)]
     strategy: Option<Strategy>,
@@ -73,7 +78,7 @@ pub struct BudgetBody {
         (status = 400, description = "malformed_json", body = crate::openapi::ErrorBody),
         (status = 413, description = "payload_too_large", body = crate::openapi::ErrorBody),
         (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
-        (status = 422, description = "invalid_request: a body of the wrong shape, a blank or too long query, limit, budget or timeout_ms out of range", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a body of the wrong shape, a blank or too long query, limit, budget or timeout_ms out of range, an invalid task, or a task header that names another task than the body", body = crate::openapi::ErrorBody),
     ),
 )]
 
@@ -88,6 +93,7 @@ pub async fn recall(
         body.agent_id.as_deref(),
         body.user_id.as_deref(),
     )?;
+    let task = task_from(&headers, body.task.as_deref())?;
     check_query(&body.query)?;
     let defaults = &state.recall_defaults;
     let max = state.limits.max_search_limit;
@@ -119,6 +125,7 @@ pub async fn recall(
     let request = RecallRequest {
         query: body.query,
         session: body.session_id.as_deref().map(SessionId::parse).transpose()?,
+        task,
         strategy: body.strategy.unwrap_or_default(),
         limit,
         budget,

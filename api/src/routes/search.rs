@@ -11,7 +11,7 @@ use shared::search::ConversationQuery;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::extract::{tenant_from, AppJson, TenantHeaders};
+use crate::extract::{task_from, tenant_from, AppJson, TenantHeaders};
 use crate::routes::sessions::TurnView;
 use crate::state::AppState;
 
@@ -29,6 +29,11 @@ pub struct SearchRequest {
     limit: Option<usize>,
     /// Only this session's turns.
     session_id: Option<String>,
+    /// Only the turns appended under this task: 1 to 128 characters, none a control
+    /// character. The `X-Sediment-Task` header may carry it instead; given in both, it must be
+    /// the same.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
+    task: Option<String>,
     /// `keyword`, `semantic` or `hybrid` (the default).
     #[schema(value_type = Option<crate::openapi::StrategyDoc>)]
     strategy: Option<Strategy>,
@@ -68,7 +73,7 @@ pub struct SearchResponse {
         (status = 400, description = "malformed_json", body = crate::openapi::ErrorBody),
         (status = 413, description = "payload_too_large", body = crate::openapi::ErrorBody),
         (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
-        (status = 422, description = "invalid_request: a body of the wrong shape, a blank or too long query, limit out of range, `semantic` without an embedder", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a body of the wrong shape, a blank or too long query, limit out of range, `semantic` without an embedder, an invalid task, or a task header that names another task than the body", body = crate::openapi::ErrorBody),
         (status = 503, description = "backend_unavailable: the index, the store or (for `semantic`) the embedder is down", body = crate::openapi::ErrorBody),
     ),
 )]
@@ -84,6 +89,7 @@ pub async fn search(
         body.agent_id.as_deref(),
         body.user_id.as_deref(),
     )?;
+    let task = task_from(&headers, body.task.as_deref())?;
     check_query(&body.query)?;
     let max = state.limits.max_search_limit;
     let limit = body.limit.unwrap_or(10);
@@ -96,6 +102,7 @@ pub async fn search(
         text: body.query,
         limit,
         session,
+        task,
         strategy,
     };
     let result = state.search.search(&tenant, &query).await;

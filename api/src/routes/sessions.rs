@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::{tenant_from, AppJson, Path, TenantHeaders};
+use crate::extract::{task_from, tenant_from, AppJson, Path, TenantHeaders};
 use crate::state::AppState;
 
 /// Turns to append, in order; the tenant ids may stand in for the headers.
@@ -22,6 +22,11 @@ pub struct AppendRequest {
     #[schema(min_items = 1)]
     #[serde(deserialize_with = "crate::extract::objects")]
     messages: Vec<IncomingTurn>,
+    /// The task the turns belong to, stored on each: 1 to 128 characters, none a control
+    /// character. The `X-Sediment-Task` header may carry it instead; given in both, it must be
+    /// the same.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
+    task: Option<String>,
     team_id: Option<String>,
     agent_id: Option<String>,
     user_id: Option<String>,
@@ -68,7 +73,7 @@ pub struct AppendResponse {
         (status = 404, description = "not_found: the session belongs to another tenant", body = crate::openapi::ErrorBody),
         (status = 413, description = "payload_too_large, or too_many_items", body = crate::openapi::ErrorBody),
         (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
-        (status = 422, description = "invalid_request: a body of the wrong shape, no messages, a bad role, empty content", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a body of the wrong shape, no messages, a bad role, empty content, an invalid task, or a task header that names another task than the body", body = crate::openapi::ErrorBody),
     ),
 )]
 
@@ -85,6 +90,7 @@ pub async fn append(
         body.user_id.as_deref(),
     )?;
     let session = SessionId::parse(&session_id)?;
+    let task = task_from(&headers, body.task.as_deref())?;
     let max = state.limits.max_turns_per_request;
     if body.messages.len() > max {
         return Err(ApiError::TooManyItems(format!(
@@ -101,6 +107,7 @@ pub async fn append(
         .enumerate()
         .map(|(i, t)| {
             NewTurn::new(&t.role, &t.content, t.metadata, t.client_id, t.created_at)
+                .map(|turn| turn.with_task(task.clone()))
                 .map_err(|e| ApiError::Invalid(format!("messages[{i}]: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -156,6 +163,9 @@ pub struct TurnView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// The task it was appended under; `null` for none.
+    #[schema(required = true)]
+    pub task: Option<String>,
 }
 
 impl From<StoredTurn> for TurnView {
@@ -169,6 +179,7 @@ impl From<StoredTurn> for TurnView {
             metadata: t.metadata,
             client_id: t.client_id,
             created_at: t.created_at,
+            task: t.task,
         }
     }
 }

@@ -2,7 +2,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ValidationError;
 
-/// Longest id we accept for a team, agent, user or session.
+/// Longest id we accept for a team, agent, user, session or task.
 pub const MAX_ID_LEN: usize = 128;
 
 /// The owner of every piece of data: team, agent and user. Every read and write is scoped to
@@ -74,6 +74,37 @@ impl std::fmt::Display for SessionId {
     }
 }
 
+/// A task id chosen by the client, the optional fifth isolation dimension (seed 001): the
+/// rules of a [`SessionId`]. Turns and memories carry it; given with a query, it narrows
+/// search, recall and the memory listing to what was stored under it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskId(String);
+
+impl TaskId {
+    pub fn parse(value: &str) -> Result<Self, ValidationError> {
+        if value.is_empty() {
+            return Err(ValidationError::invalid("task", "must not be empty"));
+        }
+        check_id("task", value)?;
+        Ok(Self(value.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +131,22 @@ mod tests {
         assert!(SessionId::parse("").is_err());
         assert!(SessionId::parse("a\u{0}b").is_err());
         assert!(SessionId::parse("会话-1").is_ok());
+    }
+
+    #[test]
+    fn task_ids_follow_the_session_rules() {
+        assert_eq!(TaskId::parse("任务-7").unwrap().as_str(), "任务-7");
+        assert!(TaskId::parse(&"x".repeat(MAX_ID_LEN)).is_ok());
+        for bad in [
+            String::new(),
+            "x".repeat(MAX_ID_LEN + 1),
+            "a\u{c}b".to_owned(),
+            "\u{85}".to_owned(),
+        ] {
+            match TaskId::parse(&bad) {
+                Err(ValidationError::Invalid { field, .. }) => assert_eq!(field, "task", "{bad:?}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 }

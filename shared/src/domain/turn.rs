@@ -2,7 +2,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{strip_injected_memory, ValidationError};
+use super::{strip_injected_memory, TaskId, ValidationError};
 
 /// Who said a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,6 +50,8 @@ pub struct NewTurn {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     pub client_id: Option<String>,
     pub created_at: Option<DateTime<Utc>>,
+    /// The task the turn was appended under (every turn of an append has the request's).
+    pub task: Option<TaskId>,
 }
 
 impl NewTurn {
@@ -90,7 +92,14 @@ impl NewTurn {
             metadata,
             client_id,
             created_at,
+            task: None,
         })
+    }
+
+    /// The turn, stored under `task`.
+    pub fn with_task(mut self, task: Option<TaskId>) -> Self {
+        self.task = task;
+        self
     }
 }
 
@@ -114,6 +123,8 @@ pub struct StoredTurn {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     pub client_id: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// The task it was appended under, if any.
+    pub task: Option<String>,
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //!
 //! Point schema (the same as the Qdrant-server backend's collection):
 //! - a sparse vector `bm25` with the IDF modifier, computed client side by [`Bm25`];
-//! - payload `scope` (tenant and kind), `session_id` and `tags`, each with a keyword index
+//! - payload `scope` (tenant and kind), `session_id`, `tags` and `task`, each with a keyword index
 //!   (filtered queries are ~100× slower without them);
 //! - a dense vector `dense` (cosine) of the embedder's dimension, when one is configured. A
 //!   shard records its dense dimension when it is created; `open` refuses a shard whose
@@ -729,7 +729,12 @@ impl Inner {
         let request = QueryRequest {
             prefetches,
             query: Some(scoring),
-            filter: Some(tenant_filter(&query.tenant, query.kind, query.session_id.as_deref())),
+            filter: Some(tenant_filter(
+                &query.tenant,
+                query.kind,
+                query.session_id.as_deref(),
+                query.task.as_deref(),
+            )),
             score_threshold: None,
             limit: query.limit,
             offset: 0,
@@ -788,12 +793,13 @@ impl SearchIndex for EdgeIndex {
         tenant: &Tenant,
         kind: PointKind,
         session_id: Option<&str>,
+        task: Option<&str>,
         limit: usize,
     ) -> IndexResult<Vec<Uuid>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let filter = tenant_filter(tenant, kind, session_id);
+        let filter = tenant_filter(tenant, kind, session_id, task);
         self.blocking(move |inner| {
             let request = ScrollRequest {
                 offset: None,
@@ -838,7 +844,7 @@ impl SearchIndex for EdgeIndex {
     }
 
     async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64> {
-        let filter = tenant_filter(tenant, kind, None);
+        let filter = tenant_filter(tenant, kind, None, None);
         self.blocking(move |inner| {
             let request = CountRequest {
                 filter: Some(filter),
@@ -953,10 +959,10 @@ fn check_config(dir: &Path, config: &EdgeConfig, dense_dimension: Option<usize>)
     }
 }
 
-fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>) -> Filter {
+fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>, task: Option<&str>) -> Filter {
     let keyword =
         |key: &str, value: String| Condition::Field(FieldCondition::new_match(field_path(key), Match::from(value)));
-    let must = scope_terms(tenant, kind, session_id)
+    let must = scope_terms(tenant, kind, session_id, task)
         .into_iter()
         .map(|(k, v)| keyword(k, v))
         .collect();
@@ -1180,6 +1186,7 @@ mod tests {
             session_id: "s1".into(),
             text: "the blue heron".into(),
             tags: Vec::new(),
+            task: None,
             dense: None,
         };
         index.upsert(&[point]).await.unwrap();

@@ -53,13 +53,18 @@ fn check_dense(dense: &[f32], dimension: Option<usize>) -> IndexResult<()> {
 //   is one lookup.
 // - `session_id`, for queries within one session.
 // - `tags`, the point's [`IndexPoint::tags`], an array; absent when there are none.
+// - `task`, the point's [`IndexPoint::task`]; absent when it has none.
 const SCOPE: &str = "scope";
 const SESSION_ID: &str = "session_id";
 const TAGS: &str = "tags";
-const KEYWORD_FIELDS: [&str; 3] = [SCOPE, SESSION_ID, TAGS];
+const TASK: &str = "task";
+const KEYWORD_FIELDS: [&str; 4] = [SCOPE, SESSION_ID, TAGS, TASK];
 
-/// The version of the payload layout above; bump it with any change to the fields. "2": one
-/// `scope` field instead of `team_id`, `agent_id`, `user_id` and `kind`; "3": `tags`.
+/// The version of the payload layout above; bump it with any change to the fields that makes
+/// existing points wrong for this build's queries. "2": one `scope` field instead of
+/// `team_id`, `agent_id`, `user_id` and `kind`; "3": `tags`. Adding `task` did not bump it:
+/// points written before it have no task, which is what their turns and memories have, so no
+/// query reads them wrongly, and both backends create the new field's index on every open.
 const PAYLOAD_VERSION: &str = "3";
 
 /// What an index records of how its points were made: the text analysis ([`TEXT_VERSION`]) and
@@ -85,6 +90,7 @@ fn payload_terms(point: &IndexPoint) -> Vec<(&'static str, PayloadValue)> {
     if !point.tags.is_empty() {
         terms.push((TAGS, PayloadValue::Many(point.tags.clone())));
     }
+    terms.extend(point.task.clone().map(|task| (TASK, PayloadValue::One(task))));
     terms
 }
 
@@ -95,11 +101,18 @@ enum PayloadValue {
     Many(Vec<String>),
 }
 
-/// The exact keyword matches that scope a query: tenant and kind and, if given, session. Both
-/// backends translate these and nothing else, so tenant isolation has one definition.
-fn scope_terms(tenant: &Tenant, kind: PointKind, session_id: Option<&str>) -> Vec<(&'static str, String)> {
+/// The exact keyword matches that scope a query: tenant and kind and, if given, session and
+/// task. Both backends translate these and nothing else, so tenant isolation has one
+/// definition. Without a task every point of the scope matches, with a task or without.
+fn scope_terms(
+    tenant: &Tenant,
+    kind: PointKind,
+    session_id: Option<&str>,
+    task: Option<&str>,
+) -> Vec<(&'static str, String)> {
     let mut terms = vec![(SCOPE, scope_value(tenant, kind))];
     terms.extend(session_id.map(|s| (SESSION_ID, s.to_owned())));
+    terms.extend(task.map(|t| (TASK, t.to_owned())));
     terms
 }
 
@@ -154,6 +167,8 @@ pub struct IndexPoint {
     /// purpose: a label that most recent points share would be a BM25 token with a posting list
     /// as long as the appendable segment, and edge walks the whole list on every append.
     pub tags: Vec<String>,
+    /// The task of the turn or memory; a query with a task finds only the points of it.
+    pub task: Option<String>,
     /// The dense vector (of the index's dimension), or `None` when no embedder is configured:
     /// such a point is found by keyword queries only.
     pub dense: Option<Vec<f32>>,
@@ -222,6 +237,8 @@ pub struct IndexQuery {
     pub tenant: Tenant,
     pub kind: PointKind,
     pub session_id: Option<String>,
+    /// Only the points of this task; `None`: every point, with a task or without.
+    pub task: Option<String>,
     /// The text the BM25 query vector is computed from.
     pub text: String,
     /// Labels the query is about (the dates it mentions, `retrieval::QueryText::tags`). When
@@ -375,7 +392,7 @@ pub trait SearchIndex: Send + Sync + 'static {
         false
     }
 
-    /// Returns up to `limit` hits within the tenant and kind (and session, if given), best
+    /// Returns up to `limit` hits within the tenant and kind (and session and task, if given), best
     /// first, ranked by the query's strategy:
     /// - `Keyword`: BM25 score; an empty or all-stopword text returns no hits.
     /// - `Semantic`: cosine similarity to `dense` (required); points without a dense vector
@@ -386,14 +403,15 @@ pub trait SearchIndex: Send + Sync + 'static {
     /// `limit` 0 returns no hits.
     async fn search(&self, query: &IndexQuery) -> IndexResult<Vec<IndexHit>>;
 
-    /// Returns the ids of up to `limit` points in the scope (tenant, kind, session if given),
-    /// in no particular order. Used when a scope holds fewer items than a query's limit, where
-    /// ranking says little and everything is returned.
+    /// Returns the ids of up to `limit` points in the scope (tenant, kind, session and task if
+    /// given), in no particular order. Used when a scope holds fewer items than a query's
+    /// limit, where ranking says little and everything is returned.
     async fn scope_ids(
         &self,
         tenant: &Tenant,
         kind: PointKind,
         session_id: Option<&str>,
+        task: Option<&str>,
         limit: usize,
     ) -> IndexResult<Vec<Uuid>>;
 
@@ -428,6 +446,7 @@ mod tests {
             },
             kind: PointKind::Turn,
             session_id: None,
+            task: None,
             text: "alpha".into(),
             tags: tags.iter().map(|t| t.to_string()).collect(),
             dense: Some(vec![1.0, 0.0]),
@@ -523,6 +542,36 @@ mod tests {
             Plan::Fused { weights, .. } => assert_eq!(weights, None, "all 1: unweighted"),
             other @ (Plan::Nothing | Plan::Direct(_)) => panic!("{other:?}"),
         }
+    }
+
+    /// A point without a task has no `task` field (its keyword index then costs nothing), and
+    /// a query without one matches on tenant and kind alone: every point, with a task or not.
+    #[test]
+    fn the_task_is_a_payload_field_only_when_there_is_one() {
+        let q = query(Strategy::Keyword, &[]);
+        let mut point = IndexPoint {
+            id: Uuid::new_v4(),
+            kind: PointKind::Memory,
+            tenant: q.tenant.clone(),
+            session_id: "s".into(),
+            text: "x".into(),
+            tags: Vec::new(),
+            task: None,
+            dense: None,
+        };
+        let fields = |p: &IndexPoint| payload_terms(p).into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(fields(&point), [SCOPE, SESSION_ID]);
+        point.task = Some("t 1".into());
+        assert_eq!(
+            payload_terms(&point).pop(),
+            Some((TASK, PayloadValue::One("t 1".into())))
+        );
+        assert_eq!(scope_terms(&q.tenant, PointKind::Memory, None, None).len(), 1);
+        assert_eq!(
+            scope_terms(&q.tenant, PointKind::Memory, None, Some("t 1")).pop(),
+            Some((TASK, "t 1".to_owned()))
+        );
+        assert!(KEYWORD_FIELDS.contains(&TASK), "both backends index the field on open");
     }
 
     #[test]

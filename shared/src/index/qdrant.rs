@@ -6,7 +6,8 @@
 //! - a sparse vector `bm25` with the IDF modifier;
 //! - a dense vector `dense` (cosine) of the embedder's dimension, when one is configured; an
 //!   existing collection with another dimension is refused at `connect`;
-//! - payload `scope` (tenant and kind), `session_id` and `tags`, each with a keyword index;
+//! - payload `scope` (tenant and kind), `session_id`, `tags` and `task`, each with a keyword
+//!   index;
 //! - the point id is the item's own UUID, so indexing twice overwrites.
 //!
 //! The sparse vectors are computed here, client side, by the same BM25 model as edge's
@@ -298,7 +299,12 @@ impl SearchIndex for QdrantIndex {
             ),
             Ranking::Semantic(dense) => (Query::new_nearest(VectorInput::new_dense(dense.to_vec())), DENSE_VECTOR),
         };
-        let filter = tenant_filter(&query.tenant, query.kind, query.session_id.as_deref());
+        let filter = tenant_filter(
+            &query.tenant,
+            query.kind,
+            query.session_id.as_deref(),
+            query.task.as_deref(),
+        );
         let request = QueryPointsBuilder::new(&self.collection);
         let request = match query.plan(keyword, self.dense_dimension)? {
             Plan::Nothing => return Ok(Vec::new()),
@@ -371,7 +377,7 @@ impl SearchIndex for QdrantIndex {
 
     async fn count(&self, tenant: &Tenant, kind: PointKind) -> IndexResult<u64> {
         let request = CountPointsBuilder::new(&self.collection)
-            .filter(tenant_filter(tenant, kind, None))
+            .filter(tenant_filter(tenant, kind, None, None))
             .exact(true);
         let response = self.client.count(request).await.map_err(classify)?;
         response
@@ -385,13 +391,14 @@ impl SearchIndex for QdrantIndex {
         tenant: &Tenant,
         kind: PointKind,
         session_id: Option<&str>,
+        task: Option<&str>,
         limit: usize,
     ) -> IndexResult<Vec<Uuid>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
         let request = ScrollPointsBuilder::new(&self.collection)
-            .filter(tenant_filter(tenant, kind, session_id))
+            .filter(tenant_filter(tenant, kind, session_id, task))
             .limit(limit as u32)
             .with_payload(false)
             .with_vectors(false);
@@ -456,12 +463,13 @@ fn point_struct(point: &IndexPoint, vector: SparseVector) -> PointStruct {
     PointStruct::new(point.id.to_string(), vectors, payload)
 }
 
-/// Exact keyword matches on the tenant, the kind and, if given, the session (as in `edge`).
-fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>) -> Filter {
+/// Exact keyword matches on the tenant, the kind and, if given, the session and the task (as in
+/// `edge`).
+fn tenant_filter(tenant: &Tenant, kind: PointKind, session_id: Option<&str>, task: Option<&str>) -> Filter {
     // Spelled out: the client's `From<String>` turns a value with whitespace into a text match.
     let keyword = |key: &str, value: String| Condition::matches(key, MatchValue::Keyword(value));
     Filter::must(
-        scope_terms(tenant, kind, session_id)
+        scope_terms(tenant, kind, session_id, task)
             .into_iter()
             .map(|(k, v)| keyword(k, v)),
     )
@@ -519,7 +527,7 @@ fn status_is_transient(status: &tonic::Status) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{scope_value, SCOPE, SESSION_ID};
+    use crate::index::{scope_value, SCOPE, SESSION_ID, TASK};
 
     #[test]
     fn a_collection_of_another_index_version_is_refused() {
@@ -579,12 +587,13 @@ mod tests {
             agent: "a".to_owned(),
             user: "u".to_owned(),
         };
-        let filter = tenant_filter(&tenant, PointKind::Turn, Some("s 1"));
+        let filter = tenant_filter(&tenant, PointKind::Turn, Some("s 1"), Some("task one"));
         assert_eq!(
             filter.must,
             [
                 Condition::matches(SCOPE, MatchValue::Keyword(scope_value(&tenant, PointKind::Turn))),
                 Condition::matches(SESSION_ID, MatchValue::Keyword("s 1".to_owned())),
+                Condition::matches(TASK, MatchValue::Keyword("task one".to_owned())),
             ]
         );
         assert!(scope_value(&tenant, PointKind::Turn).contains("team one"));

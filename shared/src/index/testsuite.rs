@@ -39,6 +39,8 @@ pub async fn search_index_suite(index: &dyn SearchIndex) {
     chinese_english_and_mixed_text(index).await;
     tenants_are_isolated(index).await;
     session_filter(index).await;
+    task_filter(index).await;
+    scope_ids_narrow_to_a_task(index).await;
     kind_filter(index).await;
     upsert_overwrites_by_id(index).await;
     unsynced_upserts_are_visible_at_once(index).await;
@@ -68,6 +70,7 @@ pub fn turn(tenant: &Tenant, text: &str) -> IndexPoint {
         session_id: "s1".to_owned(),
         text: text.to_owned(),
         tags: Vec::new(),
+        task: None,
         dense: None,
     }
 }
@@ -78,6 +81,7 @@ pub fn query(tenant: &Tenant, text: &str) -> IndexQuery {
         tenant: tenant.clone(),
         kind: PointKind::Turn,
         session_id: None,
+        task: None,
         text: text.to_owned(),
         tags: Vec::new(),
         limit: 10,
@@ -262,6 +266,113 @@ pub async fn session_filter(index: &dyn SearchIndex) {
     assert!(search_ids(index, &in_session("s3")).await.is_empty());
     let all: HashSet<_> = search_ids(index, &query(&tenant, "budget")).await.into_iter().collect();
     assert_eq!(all, HashSet::from([first.id, second.id]));
+}
+
+/// With a task, only that task's points are returned: not another task's, not those without
+/// one, in any strategy and together with a session; without a task, all of them.
+pub async fn task_filter(index: &dyn SearchIndex) {
+    let (tenant, other) = (unique_tenant(), unique_tenant());
+    let tasked = |tenant: &Tenant, task: Option<&str>, session: &str, dense: [f32; SUITE_DIMENSION]| IndexPoint {
+        session_id: session.to_owned(),
+        task: task.map(str::to_owned),
+        ..dense_turn(tenant, "migration plan", dense)
+    };
+    let a1 = tasked(&tenant, Some("task-a"), "s1", [1.0, 0.0, 0.0, 0.0]);
+    let a2 = tasked(&tenant, Some("task-a"), "s2", [0.9, 0.1, 0.0, 0.0]);
+    let b = tasked(&tenant, Some("task-b"), "s1", [1.0, 0.0, 0.0, 0.0]);
+    let none = tasked(&tenant, None, "s1", [1.0, 0.0, 0.0, 0.0]);
+    let foreign = tasked(&other, Some("task-a"), "s1", [1.0, 0.0, 0.0, 0.0]);
+    upsert(
+        index,
+        &[a1.clone(), a2.clone(), b.clone(), none.clone(), foreign.clone()],
+    )
+    .await;
+
+    let set = |ids: Vec<Uuid>| ids.into_iter().collect::<HashSet<_>>();
+    for strategy in [Strategy::Keyword, Strategy::Semantic, Strategy::Hybrid] {
+        let with_task = |task: Option<&str>| IndexQuery {
+            task: task.map(str::to_owned),
+            ..dense_query(&tenant, "migration", [1.0, 0.0, 0.0, 0.0], strategy)
+        };
+        assert_eq!(
+            set(search_ids(index, &with_task(Some("task-a"))).await),
+            HashSet::from([a1.id, a2.id]),
+            "{strategy:?}"
+        );
+        assert_eq!(
+            search_ids(index, &with_task(Some("task-b"))).await,
+            vec![b.id],
+            "{strategy:?}"
+        );
+        assert!(
+            search_ids(index, &with_task(Some("task-c"))).await.is_empty(),
+            "{strategy:?}"
+        );
+        assert_eq!(
+            set(search_ids(index, &with_task(None)).await),
+            HashSet::from([a1.id, a2.id, b.id, none.id]),
+            "{strategy:?}: no task matches every point"
+        );
+    }
+    let session_and_task = IndexQuery {
+        session_id: Some("s2".to_owned()),
+        task: Some("task-a".to_owned()),
+        ..query(&tenant, "migration")
+    };
+    assert_eq!(search_ids(index, &session_and_task).await, vec![a2.id]);
+    let theirs = IndexQuery {
+        task: Some("task-a".to_owned()),
+        ..query(&other, "migration")
+    };
+    assert_eq!(
+        search_ids(index, &theirs).await,
+        vec![foreign.id],
+        "a task never crosses tenants"
+    );
+
+    // A point's task can change when it is written again (a memory corrected, say).
+    let moved = IndexPoint {
+        task: Some("task-b".to_owned()),
+        ..a1.clone()
+    };
+    upsert(index, &[moved]).await;
+    let in_b = IndexQuery {
+        task: Some("task-b".to_owned()),
+        ..query(&tenant, "migration")
+    };
+    assert_eq!(set(search_ids(index, &in_b).await), HashSet::from([a1.id, b.id]));
+}
+
+/// `scope_ids` with a task lists only that task's points (within the session, if given).
+pub async fn scope_ids_narrow_to_a_task(index: &dyn SearchIndex) {
+    let tenant = unique_tenant();
+    let with = |task: Option<&str>, session: &str| IndexPoint {
+        session_id: session.to_owned(),
+        task: task.map(str::to_owned),
+        ..turn(&tenant, "anything")
+    };
+    let (a1, a2, b, none) = (
+        with(Some("task-a"), "s1"),
+        with(Some("task-a"), "s2"),
+        with(Some("task-b"), "s1"),
+        with(None, "s1"),
+    );
+    upsert(index, &[a1.clone(), a2.clone(), b.clone(), none.clone()]).await;
+    let tenant = &tenant;
+    let ids = |session: Option<&'static str>, task: Option<&'static str>| async move {
+        index
+            .scope_ids(tenant, PointKind::Turn, session, task, 10)
+            .await
+            .expect("scope ids")
+            .into_iter()
+            .collect::<HashSet<Uuid>>()
+    };
+    assert_eq!(ids(None, Some("task-a")).await, HashSet::from([a1.id, a2.id]));
+    assert_eq!(ids(None, Some("task-b")).await, HashSet::from([b.id]));
+    assert_eq!(ids(Some("s2"), Some("task-a")).await, HashSet::from([a2.id]));
+    assert!(ids(Some("s2"), Some("task-b")).await.is_empty());
+    assert!(ids(None, Some("task-c")).await.is_empty());
+    assert_eq!(ids(None, None).await, HashSet::from([a1.id, a2.id, b.id, none.id]));
 }
 
 /// A query and a count see only points of their kind.
@@ -742,7 +853,7 @@ pub async fn scope_ids_lists_the_scope(index: &dyn SearchIndex) {
     upsert(index, &s1).await;
     upsert(index, &[s2.clone(), turn(&other, "foreign")]).await;
     let all: HashSet<Uuid> = index
-        .scope_ids(&tenant, PointKind::Turn, None, 10)
+        .scope_ids(&tenant, PointKind::Turn, None, None, 10)
         .await
         .expect("scope ids")
         .into_iter()
@@ -751,17 +862,17 @@ pub async fn scope_ids_lists_the_scope(index: &dyn SearchIndex) {
     expected.insert(s2.id);
     assert_eq!(all, expected);
     let session = index
-        .scope_ids(&tenant, PointKind::Turn, Some("s2"), 10)
+        .scope_ids(&tenant, PointKind::Turn, Some("s2"), None, 10)
         .await
         .expect("scope ids");
     assert_eq!(session, vec![s2.id]);
     let limited = index
-        .scope_ids(&tenant, PointKind::Turn, None, 2)
+        .scope_ids(&tenant, PointKind::Turn, None, None, 2)
         .await
         .expect("scope ids");
     assert_eq!(limited.len(), 2);
     assert!(index
-        .scope_ids(&tenant, PointKind::Turn, None, 0)
+        .scope_ids(&tenant, PointKind::Turn, None, None, 0)
         .await
         .expect("scope ids")
         .is_empty());

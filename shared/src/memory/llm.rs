@@ -799,6 +799,7 @@ mod tests {
                 source_message_ids: vec![],
                 status: MemoryStatus::Active,
                 superseded_by: None,
+                task: None,
                 created_at: at,
                 updated_at: at,
             },

@@ -139,6 +139,8 @@ pub struct Memory {
     pub status: MemoryStatus,
     /// The memory that replaced this one, once archived.
     pub superseded_by: Option<Uuid>,
+    /// The task of its source turns (see `pipeline::card_task`), if any.
+    pub task: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

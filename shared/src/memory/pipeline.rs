@@ -8,7 +8,7 @@
 //! 6. Conflict detection: candidates per card from the index (semantic top-k; keyword when
 //!    the embedder is down; none when the index is down, and then every card is stored), then
 //!    one judge call for the batch. If the judge fails every card is added and the provenance
-//!    says so.
+//!    says so. A card is never judged against a memory of another task (see `card_task`).
 //! 7. One transaction writes the memories, archives what they supersede, writes provenance,
 //!    queues index work and moves the cursor, only if the cursor has not moved (see
 //!    `store::memory`). The index then follows from the outbox.
@@ -187,8 +187,9 @@ impl Pipeline {
             let cards = sanitize_cards(extraction.cards, &batch);
             report.cards = cards.len();
             ::metrics::counter!(metrics::EXTRACT_CARDS, "mode" => self.extractor.mode()).increment(cards.len() as u64);
+            let tasks: Vec<Option<String>> = cards.iter().map(|card| card_task(card, &pending)).collect();
             let judged = Instant::now();
-            let (candidates, candidate_warnings) = self.candidates(&tenant, &cards).await;
+            let (candidates, candidate_warnings) = self.candidates(&tenant, &cards, &tasks).await;
             let (decisions, judge_run, judge_warning) = match self.judge.decide(&batch, &cards, &candidates).await {
                 Ok((decisions, run)) => (decisions, Some(run), None),
                 Err(e) => {
@@ -209,7 +210,7 @@ impl Pipeline {
                 &mut commit,
                 &mut report,
                 &batch,
-                cards,
+                cards.into_iter().zip(tasks).collect(),
                 &candidates,
                 &decisions,
                 Planned {
@@ -324,8 +325,15 @@ impl Pipeline {
     }
 
     /// The stored memories closest to each card (see the module docs), with warnings about
-    /// what was degraded.
-    async fn candidates(&self, tenant: &Tenant, cards: &[Card]) -> (Vec<Vec<Candidate>>, Vec<String>) {
+    /// what was degraded. Only memories of the card's task (`tasks[i]`, none for none) are
+    /// candidates: a card must not update or merge into another task's memory, whose
+    /// successor would then leave that task (or enter this one).
+    async fn candidates(
+        &self,
+        tenant: &Tenant,
+        cards: &[Card],
+        tasks: &[Option<String>],
+    ) -> (Vec<Vec<Candidate>>, Vec<String>) {
         let mut warnings = Vec::new();
         if cards.is_empty() || self.settings.candidates == 0 {
             return (vec![Vec::new(); cards.len()], warnings);
@@ -358,10 +366,14 @@ impl Pipeline {
                 continue;
             }
             let dense = vectors.as_ref().map(|v| v[i].clone());
+            let task = tasks.get(i).cloned().flatten();
             let query = IndexQuery {
                 tenant: tenant.clone(),
                 kind: PointKind::Memory,
                 session_id: None,
+                // The index can narrow to a task but not to "no task": a task-less card's
+                // candidates are filtered below, and may then be fewer than `candidates`.
+                task: task.clone(),
                 text: card.content.clone(),
                 tags: Vec::new(),
                 strategy: if dense.is_some() {
@@ -402,7 +414,7 @@ impl Pipeline {
                 .filter_map(|hit| {
                     let memory = found
                         .iter()
-                        .find(|m| m.id == hit.id && m.status == MemoryStatus::Active)?;
+                        .find(|m| m.id == hit.id && m.status == MemoryStatus::Active && m.task == task)?;
                     Some(Candidate {
                         memory: memory.clone(),
                         similarity: semantic.then_some(hit.score),
@@ -417,6 +429,20 @@ impl Pipeline {
 
 fn stage_done(stage: &'static str, started: Instant) {
     ::metrics::histogram!(metrics::EXTRACT_STAGE_LATENCY, "stage" => stage).record(started.elapsed().as_secs_f64());
+}
+
+/// The task a card's memory is stored under: that of its newest source turn (the highest
+/// seq), or none when that turn has none. A card may cite turns of two tasks only where the
+/// session moved from one to the next within the batch; the newest is the task the
+/// conversation is in when the statement was made, so it is where an agent narrowed to a
+/// task will look for it. "None" instead would hide the memory from both tasks' narrowed
+/// recalls.
+fn card_task(card: &Card, turns: &[StoredTurn]) -> Option<String> {
+    turns
+        .iter()
+        .filter(|turn| card.source_message_ids.contains(&turn.id))
+        .max_by_key(|turn| turn.seq)
+        .and_then(|turn| turn.task.clone())
 }
 
 /// Drops junk turns (counting them when `junk` is given) and redacts secrets in the rest.
@@ -485,14 +511,14 @@ fn plan(
     commit: &mut BatchCommit,
     report: &mut BatchReport,
     batch: &Batch,
-    cards: Vec<Card>,
+    cards: Vec<(Card, Option<String>)>,
     candidates: &[Vec<Candidate>],
     decisions: &[Decision],
     planned: Planned<'_>,
 ) {
     let now = commit.now;
     let mut records = Vec::new();
-    for (i, card) in cards.into_iter().enumerate() {
+    for (i, (card, task)) in cards.into_iter().enumerate() {
         let own: Vec<Uuid> = candidates
             .get(i)
             .map(|c| c.iter().map(|c| c.memory.id).collect())
@@ -544,6 +570,7 @@ fn plan(
             source_message_ids: card.source_message_ids.clone(),
             status: MemoryStatus::Active,
             superseded_by: None,
+            task,
             created_at: now,
             updated_at: now,
         });
@@ -674,6 +701,7 @@ impl MemoryIndexer {
                     session_id: m.session_id.clone(),
                     text: m.content.clone(),
                     tags: Vec::new(),
+                    task: m.task.clone(),
                     dense,
                 })
                 .collect();
@@ -709,6 +737,45 @@ impl MemoryIndexer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_card_takes_the_task_of_its_newest_source_turn() {
+        let turn = |seq: i64, task: Option<&str>| StoredTurn {
+            id: Uuid::new_v4(),
+            tenant: Tenant {
+                team: "t".into(),
+                agent: "a".into(),
+                user: "u".into(),
+            },
+            session_id: "s".into(),
+            seq,
+            role: crate::domain::Role::User,
+            content: format!("turn {seq}"),
+            metadata: serde_json::Map::new(),
+            client_id: None,
+            created_at: Utc::now(),
+            task: task.map(str::to_owned),
+        };
+        let turns = [
+            turn(1, Some("a")),
+            turn(2, Some("b")),
+            turn(3, None),
+            turn(4, Some("a")),
+        ];
+        let card = |sources: &[usize]| Card {
+            content: "x".into(),
+            category: super::super::Category::WorkFact,
+            priority: 50,
+            scene: None,
+            occurred_at: None,
+            source_message_ids: sources.iter().map(|&i| turns[i].id).collect(),
+        };
+        assert_eq!(card_task(&card(&[0]), &turns).as_deref(), Some("a"));
+        assert_eq!(card_task(&card(&[1, 0]), &turns).as_deref(), Some("b"), "newest wins");
+        assert_eq!(card_task(&card(&[0, 2]), &turns), None, "the newest has none");
+        assert_eq!(card_task(&card(&[2, 3]), &turns).as_deref(), Some("a"));
+        assert_eq!(card_task(&card(&[]), &turns), None);
+    }
 
     #[test]
     fn decisions_naming_strangers_become_adds() {

@@ -255,6 +255,7 @@ mod tests {
             source_message_ids: vec![Uuid::from_u128(99)],
             status: MemoryStatus::Active,
             superseded_by: None,
+            task: None,
             created_at: at,
             updated_at: at,
         }

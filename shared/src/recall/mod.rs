@@ -33,7 +33,7 @@ use uuid::Uuid;
 
 use std::sync::Arc;
 
-use crate::domain::{SessionId, Tenant, MEMORY_BLOCK_END, MEMORY_BLOCK_START};
+use crate::domain::{SessionId, TaskId, Tenant, MEMORY_BLOCK_END, MEMORY_BLOCK_START};
 use crate::index::{IndexError, PointKind, Strategy};
 use crate::memory::{Category, Memory, MemoryStatus};
 use crate::metrics;
@@ -54,6 +54,9 @@ pub const STORE_UNAVAILABLE: &str = "store_unavailable";
 pub struct RecallRequest {
     pub query: String,
     pub session: Option<SessionId>,
+    /// Narrows the dynamic part, memories and turns, to this task; the stable part is the
+    /// owner's whatever the task.
+    pub task: Option<TaskId>,
     pub strategy: Strategy,
     pub limit: usize,
     pub budget: Budget,
@@ -282,6 +285,7 @@ impl Recall {
             text: request.query.clone(),
             limit: request.limit,
             session: request.session.clone(),
+            task: request.task.clone(),
             strategy: request.strategy,
         };
 
@@ -394,7 +398,7 @@ impl Recall {
         timeout: Duration,
         errors: &mut Vec<RecallIssue>,
     ) -> Vec<(Memory, f32)> {
-        // Memories are the user's, whatever session taught them.
+        // Memories are the user's, whatever session taught them; the task still narrows them.
         let query = ConversationQuery {
             session: None,
             ..query.clone()

@@ -584,6 +584,7 @@ mod tests {
             source_message_ids: vec![Uuid::from_u128(1000 + n)],
             status: MemoryStatus::Active,
             superseded_by: None,
+            task: None,
             created_at: at(n as u32 % 60),
             updated_at: at(n as u32 % 60),
         }

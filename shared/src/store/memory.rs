@@ -120,6 +120,8 @@ pub struct MemoryFilter {
     pub scene: Option<String>,
     pub status: Option<MemoryStatus>,
     pub session_id: Option<String>,
+    /// Only the memories of this task; `None`: every memory, with a task or without.
+    pub task: Option<String>,
     pub created_after: Option<DateTime<Utc>>,
     pub created_before: Option<DateTime<Utc>>,
 }

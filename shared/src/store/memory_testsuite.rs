@@ -51,6 +51,7 @@ pub(crate) fn memory(tenant: &Tenant, session_id: &str, content: &str, sources: 
         source_message_ids: sources.to_vec(),
         status: MemoryStatus::Active,
         superseded_by: None,
+        task: None,
         created_at: now,
         updated_at: now,
     }
@@ -373,6 +374,153 @@ pub async fn list_filters_and_pages(turns: &dyn TranscriptStore, store: &dyn Mem
         .await,
         3,
         "the time range is [after, before)"
+    );
+}
+
+/// A memory keeps its task through every read, a correction and archiving; a listing with a
+/// task holds only that task's memories (paged, beside the other filters, never another
+/// tenant's), and one without a task holds them all.
+pub async fn memories_keep_their_task(turns: &dyn TranscriptStore, store: &dyn MemoryStore) {
+    let (t, other) = (tenant(), tenant());
+    let (session, stored) = session_with_turns(turns, &t, 2).await;
+    let base = Utc::now().trunc_subsecs(6) - Duration::hours(1);
+    let mut all = Vec::new();
+    for (i, task) in [
+        Some("task-a"),
+        Some("任务 b"),
+        None,
+        Some("task-a"),
+        Some("task-a"),
+        None,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut m = memory(&t, &session, &format!("fact {i}"), &[stored[0].id]);
+        m.task = task.map(str::to_owned);
+        m.created_at = base + Duration::minutes(i as i64);
+        m.updated_at = m.created_at;
+        if i == 4 {
+            m.category = Category::Instruction;
+        }
+        all.push(m);
+    }
+    store
+        .commit_batch(&commit(&t, &session, 0, 1, all.clone()))
+        .await
+        .expect("commit");
+    let ids: Vec<Uuid> = all.iter().map(|m| m.id).collect();
+    let mut found = store.memories_by_id(&t, &ids).await.expect("read");
+    found.sort_by_key(|m| m.created_at);
+    assert_eq!(found, all, "memories round-trip with their task");
+
+    let contents = |page: Vec<Memory>| page.into_iter().map(|m| m.content).collect::<Vec<_>>();
+    let of_task = |task: &str| MemoryFilter {
+        task: Some(task.to_owned()),
+        ..MemoryFilter::default()
+    };
+    assert_eq!(
+        contents(
+            store
+                .list_memories(&t, &of_task("task-a"), None, 100)
+                .await
+                .expect("list")
+        ),
+        ["fact 4", "fact 3", "fact 0"],
+        "a task lists its own memories, newest first"
+    );
+    assert_eq!(
+        contents(
+            store
+                .list_memories(&t, &of_task("任务 b"), None, 100)
+                .await
+                .expect("list")
+        ),
+        ["fact 1"]
+    );
+    assert!(store
+        .list_memories(&t, &of_task("task-c"), None, 100)
+        .await
+        .expect("list")
+        .is_empty());
+    assert_eq!(
+        store
+            .list_memories(&t, &MemoryFilter::default(), None, 100)
+            .await
+            .expect("list")
+            .len(),
+        6,
+        "without a task, every memory, with a task or without"
+    );
+    let first = store
+        .list_memories(&t, &of_task("task-a"), None, 2)
+        .await
+        .expect("first page");
+    let after = first.last().map(|m| super::memory::MemoryCursor {
+        created_at: m.created_at,
+        id: m.id,
+    });
+    let second = store
+        .list_memories(&t, &of_task("task-a"), after, 2)
+        .await
+        .expect("second page");
+    assert_eq!(
+        (contents(first), contents(second)),
+        (
+            vec!["fact 4".to_owned(), "fact 3".to_owned()],
+            vec!["fact 0".to_owned()]
+        ),
+        "a task's listing pages by the cursor"
+    );
+    let instructions = MemoryFilter {
+        category: Some(Category::Instruction),
+        ..of_task("task-a")
+    };
+    assert_eq!(
+        contents(store.list_memories(&t, &instructions, None, 100).await.expect("list")),
+        ["fact 4"],
+        "the task narrows beside the other filters"
+    );
+    let (their_session, their_turns) = session_with_turns(turns, &other, 1).await;
+    let mut theirs = memory(&other, &their_session, "their fact", &[their_turns[0].id]);
+    theirs.task = Some("task-a".to_owned());
+    store
+        .commit_batch(&commit(&other, &their_session, 0, 1, vec![theirs]))
+        .await
+        .expect("commit theirs");
+    assert_eq!(
+        store
+            .list_memories(&t, &of_task("task-a"), None, 100)
+            .await
+            .expect("list")
+            .len(),
+        3,
+        "another tenant's memories of the same task stay out"
+    );
+
+    let patch = MemoryPatch {
+        content: Some("fact 0, corrected".to_owned()),
+        ..MemoryPatch::default()
+    };
+    let patched = store
+        .patch_memory(&t, all[0].id, &patch, &record(&all[0], "correction"))
+        .await
+        .expect("patch")
+        .expect("the memory");
+    assert_eq!(patched.task.as_deref(), Some("task-a"), "a correction keeps the task");
+    let successor = {
+        let mut m = memory(&t, &session, "fact 3, updated", &[stored[1].id]);
+        m.task = Some("task-a".to_owned());
+        m
+    };
+    let mut update = commit(&t, &session, 1, 2, vec![successor.clone()]);
+    update.archive.push((all[3].id, successor.id));
+    store.commit_batch(&update).await.expect("commit the update");
+    let archived = store.memories_by_id(&t, &[all[3].id]).await.expect("read");
+    assert_eq!(
+        (archived[0].status, archived[0].task.as_deref()),
+        (MemoryStatus::Archived, Some("task-a")),
+        "an archived memory keeps its task"
     );
 }
 

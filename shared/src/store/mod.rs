@@ -263,6 +263,7 @@ mod tests {
             metadata: serde_json::Map::new(),
             client_id: client_id.map(str::to_owned),
             created_at: None,
+            task: None,
         }
     }
 

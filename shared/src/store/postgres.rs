@@ -28,7 +28,7 @@ use uuid::Uuid;
 use super::{
     plan_append, truncate_to_micros, turn_id, Backlog, Lag, SessionInfo, StoreError, StoreResult, TranscriptStore,
 };
-use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, Tenant};
+use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, TaskId, Tenant};
 
 /// One forward-only schema change, applied at most once per database.
 struct Migration {
@@ -83,6 +83,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 9,
         name: "erasures",
         sql: include_str!("../../../migrations/V009__erasures.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "tasks",
+        sql: include_str!("../../../migrations/V010__tasks.sql"),
     },
 ];
 
@@ -228,6 +233,7 @@ impl PostgresStore {
         // Absent: the statement's transaction time, as in the general path.
         let created_ats: Vec<Option<DateTime<Utc>>> =
             turns.iter().map(|t| t.created_at.map(truncate_to_micros)).collect();
+        let tasks: Vec<Option<&str>> = turns.iter().map(|t| t.task.as_ref().map(TaskId::as_str)).collect();
         let client = self.client().await?;
         let insert = client.prepare_cached(sql::APPEND_NEW_TURNS).await.map_err(pg_error)?;
         let rows = client
@@ -243,6 +249,7 @@ impl PostgresStore {
                     &contents,
                     &metadata,
                     &created_ats,
+                    &tasks,
                 ],
             )
             .await
@@ -317,6 +324,7 @@ impl TranscriptStore for PostgresStore {
             let mut metadata = Vec::with_capacity(plan.new_turns.len());
             let mut turn_client_ids = Vec::with_capacity(plan.new_turns.len());
             let mut created_ats = Vec::with_capacity(plan.new_turns.len());
+            let mut tasks = Vec::with_capacity(plan.new_turns.len());
             for (index, appended) in &plan.new_turns {
                 let turn = &turns[*index];
                 ids.push(appended.id);
@@ -326,6 +334,7 @@ impl TranscriptStore for PostgresStore {
                 metadata.push(Json(&turn.metadata));
                 turn_client_ids.push(turn.client_id.as_deref());
                 created_ats.push(appended.created_at);
+                tasks.push(turn.task.as_ref().map(TaskId::as_str));
             }
             let insert = tx.prepare_cached(sql::APPEND_INSERT_TURNS).await.map_err(pg_error)?;
             tx.execute(
@@ -342,6 +351,7 @@ impl TranscriptStore for PostgresStore {
                     &metadata,
                     &turn_client_ids,
                     &created_ats,
+                    &tasks,
                 ],
             )
             .await
@@ -563,6 +573,7 @@ fn stored_turn(row: &Row) -> StoreResult<StoredTurn> {
         metadata,
         client_id: get(row, "client_id")?,
         created_at: get(row, "created_at")?,
+        task: get(row, "task")?,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The embedded backend of the transcript store: one SQLite file (rusqlite, bundled).
 //!
-//! The schema is `sqlite/schema.sql`, applied idempotently by [`SqliteStore::open`]. The file
+//! The schema is `sqlite/schema.sql` and its siblings, applied idempotently by
+//! [`SqliteStore::open`] (see `apply_schema`). The file
 //! runs in WAL mode with foreign keys on and `synchronous = FULL`, so a call returns only after
 //! its commit is durable.
 //!
@@ -51,9 +52,20 @@ const SCHEMA: &[&str] = &[
     include_str!("sqlite/keys.sql"),
     include_str!("sqlite/erase.sql"),
 ];
+/// Columns added to a table after its first release, each as (table, column, the statement that
+/// adds it). `CREATE TABLE IF NOT EXISTS` leaves the table of an older file as it was, so
+/// `apply_schema` adds each column the table lacks.
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("messages", "task", "ALTER TABLE messages ADD COLUMN task TEXT NULL"),
+    ("memories", "task", "ALTER TABLE memories ADD COLUMN task TEXT NULL"),
+];
+/// The parts of the schema that need [`ADDED_COLUMNS`], applied after them; idempotent.
+const AFTER_COLUMNS: &[&str] = &[include_str!("sqlite/tasks.sql")];
 /// Recorded in `PRAGMA user_version`; a file written by a newer schema is refused. Bumped when
 /// a part adds tables (4: scenes and persona; 5: API keys; 6: erasures): every part is `IF NOT EXISTS`, so an older file
 /// is upgraded in place on open, and an older build then refuses the file it cannot serve.
+/// The `task` columns did not bump it: an older build reads and writes such a file correctly
+/// (its turns and memories simply have no task).
 const SCHEMA_VERSION: i64 = 6;
 /// How long a call waits for another process's lock before it gives up as `Unavailable`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -76,19 +88,19 @@ mod sql {
          WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4 \
          AND client_id IN (SELECT value FROM json_each(?5))";
     pub const INSERT_TURN: &str = "INSERT INTO messages \
-         (id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+         (id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id, created_at, task) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
     pub const UPDATE_SESSION: &str = "UPDATE sessions SET last_seq = ?2, updated_at = ?3 WHERE session_id = ?1";
     pub const SESSION_INFO: &str = "SELECT last_seq, reset_at FROM sessions \
          WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     pub const LIST_TURNS: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
-         content, metadata, client_id, created_at FROM messages \
+         content, metadata, client_id, created_at, task FROM messages \
          WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4 AND seq > ?5 \
          ORDER BY seq LIMIT ?6";
     pub const RESET_SESSION: &str = "UPDATE sessions SET reset_at = ?5, updated_at = ?5 \
          WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     pub const TURNS_BY_ID: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
-         content, metadata, client_id, created_at FROM messages \
+         content, metadata, client_id, created_at, task FROM messages \
          WHERE id IN (SELECT value FROM json_each(?1)) \
          AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     pub const BACKLOG: &str = "SELECT s.session_id, s.team_id, s.agent_id, s.user_id, s.last_seq, \
@@ -97,7 +109,7 @@ mod sql {
          WHERE s.last_seq > COALESCE(c.seq, 0) ORDER BY s.updated_at, s.session_id LIMIT ?2";
     pub const CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = ?1 AND session_id = ?2";
     pub const PENDING_TURNS: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
-         content, metadata, client_id, created_at FROM messages \
+         content, metadata, client_id, created_at, task FROM messages \
          WHERE session_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
     pub const RESET_CURSORS: &str = "DELETE FROM cursors WHERE consumer = ?1";
     pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
@@ -229,12 +241,31 @@ fn open_connection(path: &Path) -> Outcome<Connection> {
             format!("schema version {version} is newer than this build ({SCHEMA_VERSION})").into(),
         ));
     }
-    for part in SCHEMA {
-        tx.execute_batch(part)?;
-    }
+    apply_schema(&tx)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(conn)
+}
+
+/// Brings the schema of `conn` to this build's: creates what is missing ([`SCHEMA`]), adds
+/// the columns an older file's tables lack ([`ADDED_COLUMNS`]), then what needs them
+/// ([`AFTER_COLUMNS`]). Idempotent; the caller decides the transaction.
+fn apply_schema(conn: &Connection) -> rusqlite::Result<()> {
+    for part in SCHEMA {
+        conn.execute_batch(part)?;
+    }
+    for (table, column, add) in ADDED_COLUMNS {
+        let present = conn
+            .prepare_cached("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
+            .exists(params![table, column])?;
+        if !present {
+            conn.execute_batch(add)?;
+        }
+    }
+    for part in AFTER_COLUMNS {
+        conn.execute_batch(part)?;
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -609,7 +640,8 @@ fn append(tx: &Connection, tenant: &Tenant, session_id: &str, turns: &[NewTurn])
                 turn.content,
                 metadata,
                 turn.client_id,
-                appended.created_at.timestamp_micros()
+                appended.created_at.timestamp_micros(),
+                turn.task.as_ref().map(crate::domain::TaskId::as_str)
             ])?;
         }
         drop(insert);
@@ -675,6 +707,7 @@ fn stored_turns(mut rows: rusqlite::Rows<'_>) -> Outcome<Vec<StoredTurn>> {
             metadata: serde_json::from_str(&metadata).map_err(|e| Failure::Corrupt(Box::new(e)))?,
             client_id: row.get("client_id")?,
             created_at: time_of(row.get("created_at")?)?,
+            task: row.get("task")?,
         });
     }
     Ok(turns)
@@ -724,9 +757,7 @@ mod tests {
     /// A connection to a fresh in-memory database with the schema applied.
     fn in_memory_schema() -> Connection {
         let conn = Connection::open_in_memory().unwrap();
-        for part in SCHEMA {
-            conn.execute_batch(part).unwrap();
-        }
+        apply_schema(&conn).unwrap();
         conn
     }
 
@@ -737,6 +768,7 @@ mod tests {
             metadata: serde_json::Map::new(),
             client_id: client_id.map(Into::into),
             created_at: None,
+            task: None,
         }
     }
 
@@ -1018,6 +1050,86 @@ mod tests {
         }
     }
 
+    /// A file from before tasks (its tables without the `task` columns) gets them on open,
+    /// keeps its rows (without a task), and then stores tasks; opening it again changes
+    /// nothing.
+    #[test]
+    fn a_file_from_before_tasks_gets_the_task_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sediment.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for part in SCHEMA {
+                conn.execute_batch(part).unwrap();
+            }
+            conn.execute_batch(
+                "ALTER TABLE messages DROP COLUMN task;
+                 ALTER TABLE memories DROP COLUMN task;
+                 INSERT INTO sessions (session_id, team_id, agent_id, user_id, created_at, updated_at)
+                 VALUES ('s', 't', 'a', 'u', 0, 0);
+                 INSERT INTO messages (id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, created_at)
+                 VALUES ('00000000-0000-0000-0000-000000000001', 's', 't', 'a', 'u', 1, 'user', 'old', '{}', 0);",
+            )
+            .unwrap();
+            conn.pragma_update(None, "user_version", 6).unwrap();
+        }
+        let columns = |conn: &Connection, table: &str| -> Vec<String> {
+            conn.prepare("SELECT name FROM pragma_table_info(?1)")
+                .unwrap()
+                .query_map([table], |row| row.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        for _ in 0..2 {
+            let conn = open_connection(&path).unwrap();
+            for table in ["messages", "memories"] {
+                let columns = columns(&conn, table);
+                assert_eq!(columns.last().map(String::as_str), Some("task"), "{table}: {columns:?}");
+                assert_eq!(columns.iter().filter(|c| *c == "task").count(), 1, "{table}");
+            }
+            let fresh = in_memory_schema();
+            assert_eq!(columns(&conn, "messages"), columns(&fresh, "messages"));
+            assert_eq!(columns(&conn, "memories"), columns(&fresh, "memories"));
+            let old: (String, Option<String>) = conn
+                .query_row("SELECT content, task FROM messages", [], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })
+                .unwrap();
+            assert_eq!(old, ("old".to_owned(), None));
+            let index: i64 = conn
+                .query_row(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'memories_tenant_task_created_idx'",
+                    [],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert_eq!(index, 1);
+        }
+    }
+
+    /// The memory listing narrowed to a task walks the task index, never the whole tenant.
+    #[test]
+    fn the_task_listing_searches_the_task_index() {
+        let conn = in_memory_schema();
+        let query = memory::list_statement(true);
+        let mut plan = conn.prepare(&format!("EXPLAIN QUERY PLAN {query}")).unwrap();
+        let unbound = vec![rusqlite::types::Null; plan.parameter_count()];
+        let steps: Vec<String> = plan
+            .query_map(rusqlite::params_from_iter(unbound), |row| {
+                row.get::<_, String>("detail")
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            steps
+                .iter()
+                .any(|step| step.contains("USING INDEX memories_tenant_task_created_idx")),
+            "{steps:?}"
+        );
+    }
+
     /// A file from before V007 loses the indexes that every append rewrote, and keeps its data.
     #[test]
     fn an_older_file_drops_the_indexes_that_appends_rewrote() {
@@ -1077,7 +1189,8 @@ mod tests {
                     content,
                     "{}",
                     None::<String>,
-                    0
+                    0,
+                    None::<String>
                 ],
             )
         };

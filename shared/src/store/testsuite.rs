@@ -16,7 +16,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{Backlog, Lag, StoreError, StoreResult, TranscriptStore};
-use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, Tenant};
+use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, TaskId, Tenant};
 
 /// Tasks that append to one session at once in the concurrency tests.
 pub const CONCURRENT_TASKS: usize = 8;
@@ -34,6 +34,7 @@ pub async fn transcript_store_suite(store: Arc<dyn TranscriptStore>) {
     turns_by_id_is_tenant_scoped(&*store).await;
     list_pages_by_after_seq_and_limit(&*store).await;
     turns_round_trip_exactly(&*store).await;
+    turns_keep_their_task(&*store).await;
     reset_marks_session_and_deletes_nothing(&*store).await;
     cursors_track_pending_turns(&*store).await;
     cursors_of_many_sessions_move_together(&*store).await;
@@ -343,7 +344,9 @@ async fn round_trip_exactly(store: &dyn TranscriptStore, client_id: Option<Strin
             Some(client_time),
         )
         .expect("a valid turn"),
-        NewTurn::new("assistant", "👨‍👩‍👧‍👦 e\u{301} مرحبا 𝄞 ｆｕｌｌ", None, None, None).expect("a valid turn"),
+        NewTurn::new("assistant", "👨‍👩‍👧‍👦 e\u{301} مرحبا 𝄞 ｆｕｌｌ", None, None, None)
+            .expect("a valid turn")
+            .with_task(Some(TaskId::parse("任务 🚀 ü").expect("a valid task"))),
         NewTurn::new("system", "  leading and trailing spaces  ", None, None, None).expect("a valid turn"),
         NewTurn::new("tool", "{\"json\": \"as text\"}", Some(json!({"k": {}})), None, None).expect("a valid turn"),
     ];
@@ -368,6 +371,7 @@ async fn round_trip_exactly(store: &dyn TranscriptStore, client_id: Option<Strin
             metadata: turn.metadata.clone(),
             client_id: turn.client_id.clone(),
             created_at: appended.created_at,
+            task: turn.task.as_ref().map(|t| t.as_str().to_owned()),
         })
         .collect();
     let listed = store.list(&t, &s, 0, 100).await.expect("list");
@@ -714,6 +718,7 @@ pub async fn failed_append_writes_nothing(store: &dyn TranscriptStore) {
         metadata: serde_json::Map::new(),
         client_id: None,
         created_at: None,
+        task: None,
     };
 
     let failed = store
@@ -872,6 +877,62 @@ fn tenant() -> Tenant {
         agent: unique("agent"),
         user: unique("user"),
     }
+}
+
+/// A turn keeps the task it was appended under, on every path an append takes (with client
+/// ids and without) and every read (list, by id, pending, pending of many sessions); a turn
+/// appended without one has none, and a retried client id keeps the task of its first append.
+pub async fn turns_keep_their_task(store: &dyn TranscriptStore) {
+    let (t, s) = (tenant(), session());
+    let task = |name: &str| Some(TaskId::parse(name).expect("a valid task"));
+    store
+        .append(
+            &t,
+            &s,
+            &[
+                turn("a1").with_task(task("task-a")),
+                turn("a2").with_task(task("task-a")),
+            ],
+        )
+        .await
+        .expect("append without client ids");
+    store
+        .append(&t, &s, &[keyed("b1", "key-b").with_task(task("任务-b")), turn("none")])
+        .await
+        .expect("append with a client id");
+    let retried = store
+        .append(&t, &s, &[keyed("b1", "key-b").with_task(task("task-c"))])
+        .await
+        .expect("retry a client id under another task");
+    assert_eq!(seqs(&retried), [3], "the retry finds the stored turn");
+
+    let by_seq = |turns: &[StoredTurn]| -> Vec<(i64, Option<String>)> {
+        let mut tasks: Vec<_> = turns.iter().map(|t| (t.seq, t.task.clone())).collect();
+        tasks.sort();
+        tasks
+    };
+    let expected = vec![
+        (1, Some("task-a".to_owned())),
+        (2, Some("task-a".to_owned())),
+        (3, Some("任务-b".to_owned())),
+        (4, None),
+    ];
+    let listed = store.list(&t, &s, 0, 100).await.expect("list");
+    assert_eq!(by_seq(&listed), expected, "list returns each turn's task");
+    let ids: Vec<Uuid> = listed.iter().map(|turn| turn.id).collect();
+    let found = store.turns_by_id(&t, &ids).await.expect("turns by id");
+    assert_eq!(by_seq(&found), expected, "turns_by_id returns each turn's task");
+    let consumer = unique("consumer");
+    let (_, pending) = store
+        .pending_turns(&consumer, s.as_str(), 100)
+        .await
+        .expect("pending turns");
+    assert_eq!(by_seq(&pending), expected, "pending_turns returns each turn's task");
+    let many = store
+        .pending_turns_many(&consumer, &[(s.as_str().to_owned(), 0)], 100)
+        .await
+        .expect("pending turns of many sessions");
+    assert_eq!(by_seq(&many), expected, "pending_turns_many returns each turn's task");
 }
 
 fn session() -> SessionId {

@@ -44,6 +44,7 @@ fn query(tenant: &Tenant, q: u64, strategy: Strategy) -> IndexQuery {
         dense: Some(embed(&text)),
         text,
         tags: Vec::new(),
+        task: None,
         limit: 10,
         strategy,
         fusion: Fusion::default(),
@@ -90,6 +91,7 @@ async fn load(index: &EdgeIndex, tenant: &Tenant, items: usize) {
                     dense: Some(embed(&text)),
                     text,
                     tags: Vec::new(),
+                    task: None,
                 }
             })
             .collect();

@@ -89,6 +89,7 @@ fn point(tenant: &Tenant, i: usize) -> IndexPoint {
             i % 977
         ),
         tags: Vec::new(),
+        task: None,
         dense: None,
     }
 }
@@ -109,6 +110,7 @@ fn turn_point(tenant: &Tenant, i: usize) -> IndexPoint {
         session_id: format!("s{}", i % 64),
         text: keyword_text(fields),
         tags: turn_tags(fields),
+        task: None,
         dense: None,
     }
 }
@@ -179,6 +181,7 @@ async fn time_searches(index: &EdgeIndex, tenant: &Tenant, texts: impl Iterator<
             session_id: None,
             text,
             tags: Vec::new(),
+            task: None,
             limit: 10,
             dense: None,
             strategy: Strategy::Keyword,

@@ -224,6 +224,7 @@ async fn add_memories(store: &SqliteStore, t: &Tenant, round: usize) {
             source_message_ids: vec![turn.id],
             status: MemoryStatus::Active,
             superseded_by: None,
+            task: None,
             created_at: now,
             updated_at: now,
         })

@@ -441,6 +441,7 @@ impl Bench {
                         session_id: session.id.clone(),
                         text: keyword_texts[i].clone(),
                         tags: std::mem::take(&mut tags[i]),
+                        task: None,
                         dense: Some(self.vectors.get(&dense_texts[i]).to_vec()),
                     });
                     i += 1;
@@ -502,6 +503,7 @@ impl Bench {
                 session_id: None,
                 text: variant.rewrite.keyword_text(&q.text, today),
                 tags: variant.rewrite.tags(&q.text, today),
+                task: None,
                 dense: match strategy {
                     Strategy::Keyword => None,
                     Strategy::Semantic | Strategy::Hybrid => Some(self.vectors.get(dense_text).to_vec()),

@@ -360,6 +360,7 @@ fn request(query: &str, timeout: Duration) -> RecallRequest {
     RecallRequest {
         query: query.to_owned(),
         session: None,
+        task: None,
         strategy: Strategy::Hybrid,
         limit: 5,
         budget: Budget {

@@ -606,6 +606,7 @@ fn memory(content: &str) -> Candidate {
             source_message_ids: vec![Uuid::new_v4()],
             status: MemoryStatus::Active,
             superseded_by: None,
+            task: None,
             created_at: at,
             updated_at: at,
         },

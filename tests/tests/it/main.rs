@@ -42,6 +42,7 @@ mod scene_store;
 mod secrets;
 mod sql_lint;
 mod store_conformance;
+mod tasks;
 mod token_estimate;
 mod traces;
 mod wakeups;

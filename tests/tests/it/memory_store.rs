@@ -30,6 +30,7 @@ suite!(
     archive_keeps_history,
     memories_are_tenant_scoped,
     list_filters_and_pages,
+    memories_keep_their_task,
     patch_and_delete,
     outbox_clears,
     idle_due_times,

@@ -103,6 +103,44 @@ async fn openapi_schemas_are_faithful() {
     assert_eq!(schema("Role")["enum"], json!(["user", "assistant", "system", "tool"]));
     assert_eq!(schema("Strategy")["enum"], json!(["keyword", "semantic", "hybrid"]));
     assert_eq!(schema("Permission")["enum"], json!(["read", "write", "admin"]));
+    // The task: the header on the routes that take one, with the body's and query's limits.
+    for (method, path) in [
+        ("post", "/v1/sessions/{session_id}/messages"),
+        ("post", "/v1/conversations/search"),
+        ("post", "/v1/recall"),
+        ("get", "/v1/memories"),
+    ] {
+        let parameters = op(method, path)["parameters"].as_array().cloned().unwrap_or_default();
+        let header = parameters
+            .iter()
+            .find(|p| p["name"] == "X-Sediment-Task" && p["in"] == "header")
+            .unwrap_or_else(|| panic!("{method} {path} does not document X-Sediment-Task"));
+        assert_eq!(header["required"], false);
+        assert_eq!(
+            (&header["schema"]["minLength"], &header["schema"]["maxLength"]),
+            (&json!(1), &json!(128))
+        );
+    }
+    assert!(!op("get", "/v1/sessions/{session_id}/messages")
+        .to_string()
+        .contains("X-Sediment-Task"));
+    for name in ["AppendRequest", "SearchRequest", "RecallBody"] {
+        let task = &schema(name)["properties"]["task"];
+        assert_eq!(
+            (&task["minLength"], &task["maxLength"]),
+            (&json!(1), &json!(128)),
+            "{name}: {task}"
+        );
+        assert!(task["pattern"].is_string(), "{name}: {task}");
+    }
+    let query_task = op("get", "/v1/memories")["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "task" && p["in"] == "query")
+        .cloned()
+        .expect("the memory listing documents ?task=");
+    assert_eq!(query_task["schema"]["maxLength"], 128, "{query_task}");
     for name in [
         "SearchRequest",
         "RecallBody",
@@ -151,7 +189,7 @@ async fn openapi_schemas_are_faithful() {
             Some(json!({"messages": [
                 {"role": "user", "content": "I run the orders database on Postgres", "metadata": {"k": 1}, "client_id": "c1"},
                 {"role": "assistant", "content": "Noted: orders on Postgres."}
-            ]})),
+            ], "task": "openapi-task"})),
         ),
         (Method::GET, format!("/v1/sessions/{session}/messages?limit=10"), None),
         (
@@ -166,6 +204,18 @@ async fn openapi_schemas_are_faithful() {
             "/v1/conversations/search".into(),
             Some(json!({"query": "orders database", "strategy": "keyword"})),
         ),
+        (
+            Method::POST,
+            "/v1/conversations/search".into(),
+            Some(json!({"query": "orders database", "strategy": "keyword", "task": "openapi-task"})),
+        ),
+        (
+            Method::POST,
+            "/v1/recall".into(),
+            Some(json!({"query": "which database?", "task": "openapi-task"})),
+        ),
+        (Method::GET, "/v1/memories?task=openapi-task".into(), None),
+        (Method::GET, "/v1/memories?task=".into(), None),
         (
             Method::POST,
             "/v1/recall".into(),

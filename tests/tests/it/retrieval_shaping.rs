@@ -79,6 +79,7 @@ async fn search(f: &Fixture, text: &str, strategy: Strategy) -> Vec<String> {
         text: text.to_owned(),
         limit: 5,
         session: None,
+        task: None,
         strategy,
     };
     let results = f.search.search(&f.tenant, &query).await.unwrap();
@@ -137,6 +138,7 @@ async fn a_temporal_question_finds_the_turn_of_that_month_by_keyword() {
             &RecallRequest {
                 query: question.to_owned(),
                 session: None,
+                task: None,
                 strategy: Strategy::Keyword,
                 limit: 1,
                 budget: Budget {

@@ -141,6 +141,7 @@ async fn commit_memory(store: &dyn Stores, tenant: &Tenant, content: &str, categ
         source_message_ids: vec![turns[0].id],
         status: MemoryStatus::Active,
         superseded_by: None,
+        task: None,
         created_at: now,
         updated_at: now,
     };

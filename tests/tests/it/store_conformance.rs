@@ -14,6 +14,7 @@ integration_tests::store_suite!(
         turns_by_id_is_tenant_scoped,
         list_pages_by_after_seq_and_limit,
         turns_round_trip_exactly,
+        turns_keep_their_task,
         reset_marks_session_and_deletes_nothing,
         cursors_track_pending_turns,
         cursors_of_many_sessions_move_together,

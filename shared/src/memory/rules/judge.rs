@@ -311,6 +311,7 @@ mod tests {
                 source_message_ids: vec![Uuid::new_v4()],
                 status: MemoryStatus::Active,
                 superseded_by: None,
+                task: None,
                 created_at: now,
                 updated_at: now,
             },

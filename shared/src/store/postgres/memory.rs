@@ -19,7 +19,14 @@ use crate::store::{StoreError, StoreResult};
 
 mod sql {
     pub const MEMORY_COLUMNS: &str = "id, team_id, agent_id, user_id, session_id, content, category, priority, \
-         scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at";
+         scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at, task";
+    /// The listing's filters: each a parameter that may be NULL, so one statement serves all.
+    /// The task is not among them (see `list_memories`).
+    pub const LIST_FILTERS: &str = "team_id = $1 AND agent_id = $2 AND user_id = $3 \
+         AND ($4::text IS NULL OR category = $4) AND ($5::text IS NULL OR scene = $5) \
+         AND ($6::text IS NULL OR status = $6) AND ($7::text IS NULL OR session_id = $7) \
+         AND ($8::timestamptz IS NULL OR created_at >= $8) AND ($9::timestamptz IS NULL OR created_at < $9) \
+         AND ($10::timestamptz IS NULL OR (created_at, id) < ($10, $11::uuid))";
     pub const CLAIM_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
          VALUES ($1, $2, 0, now()) ON CONFLICT (consumer, session_id) DO NOTHING";
     pub const LOCK_CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = $1 AND session_id = $2 FOR UPDATE";
@@ -33,8 +40,8 @@ mod sql {
     pub const MOVE_CURSOR: &str = "UPDATE cursors SET seq = $3, updated_at = now() \
          WHERE consumer = $1 AND session_id = $2";
     pub const INSERT_MEMORY: &str = "INSERT INTO memories (id, team_id, agent_id, user_id, session_id, content, \
-         category, priority, scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
+         category, priority, scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at, \
+         task) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)";
     pub const ARCHIVE: &str = "UPDATE memories SET status = 'archived', superseded_by = $5, updated_at = $6 \
          WHERE id = $1 AND team_id = $2 AND agent_id = $3 AND user_id = $4 AND status = 'active'";
     pub const INSERT_PROVENANCE: &str = "INSERT INTO memory_provenance (id, memory_id, team_id, agent_id, user_id, \
@@ -149,6 +156,7 @@ fn memory_of(row: &Row) -> StoreResult<Memory> {
         source_message_ids,
         status: MemoryStatus::parse(&status).ok_or_else(|| corrupt(format!("unknown status {status}")))?,
         superseded_by: get(row, "superseded_by")?,
+        task: get(row, "task")?,
         created_at: get(row, "created_at")?,
         updated_at: get(row, "updated_at")?,
     })
@@ -241,6 +249,7 @@ impl MemoryStore for PostgresStore {
                     &m.superseded_by,
                     &m.created_at,
                     &m.updated_at,
+                    &m.task,
                 ],
             )
             .await
@@ -310,41 +319,45 @@ impl MemoryStore for PostgresStore {
         limit: u32,
     ) -> StoreResult<Vec<Memory>> {
         let client = self.client().await?;
-        // Every filter is a parameter that may be NULL, so one prepared statement serves all.
-        let query = format!(
-            "SELECT {} FROM memories WHERE team_id = $1 AND agent_id = $2 AND user_id = $3 \
-             AND ($4::text IS NULL OR category = $4) AND ($5::text IS NULL OR scene = $5) \
-             AND ($6::text IS NULL OR status = $6) AND ($7::text IS NULL OR session_id = $7) \
-             AND ($8::timestamptz IS NULL OR created_at >= $8) AND ($9::timestamptz IS NULL OR created_at < $9) \
-             AND ($10::timestamptz IS NULL OR (created_at, id) < ($10, $11::uuid)) \
-             ORDER BY created_at DESC, id DESC LIMIT $12",
-            sql::MEMORY_COLUMNS
-        );
+        // The task narrows in a statement of its own: as `$13 IS NULL OR task = $13`, like the
+        // other filters, a generic plan could not walk `memories_tenant_task_created_idx`, and a
+        // task's page would scan the tenant's memories of every task.
+        let query = match filter.task {
+            Some(_) => format!(
+                "SELECT {} FROM memories WHERE {} AND task = $13 ORDER BY created_at DESC, id DESC LIMIT $12",
+                sql::MEMORY_COLUMNS,
+                sql::LIST_FILTERS
+            ),
+            None => format!(
+                "SELECT {} FROM memories WHERE {} ORDER BY created_at DESC, id DESC LIMIT $12",
+                sql::MEMORY_COLUMNS,
+                sql::LIST_FILTERS
+            ),
+        };
         let stmt = client.prepare_cached(&query).await.map_err(pg_error)?;
         let category = filter.category.map(Category::as_str);
         let status = filter.status.map(MemoryStatus::as_str);
         let after_at = after.map(|c| c.created_at);
         let after_id = after.map(|c| c.id);
-        let rows = client
-            .query(
-                &stmt,
-                &[
-                    &tenant.team,
-                    &tenant.agent,
-                    &tenant.user,
-                    &category,
-                    &filter.scene,
-                    &status,
-                    &filter.session_id,
-                    &filter.created_after,
-                    &filter.created_before,
-                    &after_at,
-                    &after_id,
-                    &i64::from(limit),
-                ],
-            )
-            .await
-            .map_err(pg_error)?;
+        let limit = i64::from(limit);
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            &tenant.team,
+            &tenant.agent,
+            &tenant.user,
+            &category,
+            &filter.scene,
+            &status,
+            &filter.session_id,
+            &filter.created_after,
+            &filter.created_before,
+            &after_at,
+            &after_id,
+            &limit,
+        ];
+        if let Some(task) = &filter.task {
+            params.push(task);
+        }
+        let rows = client.query(&stmt, &params).await.map_err(pg_error)?;
         rows.iter().map(memory_of).collect()
     }
 

@@ -73,7 +73,7 @@ mod sql {
               OR (status = 'failed' AND retry_at <= ?1 AND attempts < ?2)) \
          ORDER BY requested_at LIMIT ?3";
     pub const WINDOW_TURNS: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
-         content, metadata, client_id, created_at FROM messages \
+         content, metadata, client_id, created_at, task FROM messages \
          WHERE team_id = ?2 AND agent_id = ?3 AND user_id = ?4 AND session_id = ?1 \
          AND seq > ?5 AND seq < ?6 AND (?7 IS NULL OR created_at > ?7) \
          ORDER BY seq DESC LIMIT ?8";

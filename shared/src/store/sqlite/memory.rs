@@ -17,7 +17,14 @@ use crate::store::StoreResult;
 
 mod sql {
     pub const MEMORY_COLUMNS: &str = "id, team_id, agent_id, user_id, session_id, content, category, priority, \
-         scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at";
+         scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at, task";
+    /// The listing's filters: each a parameter that may be NULL, so one statement serves all.
+    /// The task is not among them (see `list_memories`).
+    pub const LIST_FILTERS: &str = "team_id = ?1 AND agent_id = ?2 AND user_id = ?3 \
+         AND (?4 IS NULL OR category = ?4) AND (?5 IS NULL OR scene = ?5) \
+         AND (?6 IS NULL OR status = ?6) AND (?7 IS NULL OR session_id = ?7) \
+         AND (?8 IS NULL OR created_at >= ?8) AND (?9 IS NULL OR created_at < ?9) \
+         AND (?10 IS NULL OR created_at < ?10 OR (created_at = ?10 AND id < ?11))";
     pub const CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = ?1 AND session_id = ?2";
     /// A batch's session and source turns must still be there (an erasure may have deleted
     /// them); the immediate transaction keeps them until the batch commits.
@@ -28,8 +35,8 @@ mod sql {
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, session_id) DO UPDATE \
          SET seq = excluded.seq, updated_at = excluded.updated_at";
     pub const INSERT_MEMORY: &str = "INSERT INTO memories (id, team_id, agent_id, user_id, session_id, content, \
-         category, priority, scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+         category, priority, scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at, \
+         task) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
     pub const ARCHIVE: &str = "UPDATE memories SET status = 'archived', superseded_by = ?5, updated_at = ?6 \
          WHERE id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4 AND status = 'active'";
     pub const INSERT_PROVENANCE: &str = "INSERT INTO memory_provenance (id, memory_id, team_id, agent_id, \
@@ -108,7 +115,8 @@ fn insert_memory(conn: &Connection, m: &Memory) -> Outcome<()> {
         m.status.as_str(),
         m.superseded_by.map(|id| id.to_string()),
         m.created_at.timestamp_micros(),
-        m.updated_at.timestamp_micros()
+        m.updated_at.timestamp_micros(),
+        m.task
     ])?;
     Ok(())
 }
@@ -167,9 +175,30 @@ fn memory_of(row: &rusqlite::Row<'_>) -> Outcome<Memory> {
         superseded_by: superseded_by
             .map(|s| Uuid::parse_str(&s).map_err(corrupt))
             .transpose()?,
+        task: row.get("task")?,
         created_at: time_of(row.get("created_at")?)?,
         updated_at: time_of(row.get("updated_at")?)?,
     })
+}
+
+/// The memory listing; with `by_task`, narrowed to the task bound as `?13`. The task narrows in
+/// a statement of its own: behind `?13 IS NULL OR`, like the other filters, the planner could
+/// not take `memories_tenant_task_created_idx`, and a task's page would walk the tenant's
+/// memories of every task.
+pub(super) fn list_statement(by_task: bool) -> String {
+    if by_task {
+        format!(
+            "SELECT {} FROM memories WHERE {} AND task = ?13 ORDER BY created_at DESC, id DESC LIMIT ?12",
+            sql::MEMORY_COLUMNS,
+            sql::LIST_FILTERS
+        )
+    } else {
+        format!(
+            "SELECT {} FROM memories WHERE {} ORDER BY created_at DESC, id DESC LIMIT ?12",
+            sql::MEMORY_COLUMNS,
+            sql::LIST_FILTERS
+        )
+    }
 }
 
 fn memories(rows: rusqlite::Rows<'_>) -> Outcome<Vec<Memory>> {
@@ -308,31 +337,32 @@ impl MemoryStore for SqliteStore {
         let tenant = tenant.clone();
         let filter = filter.clone();
         self.run(move |conn| {
-            // Every filter is a parameter that may be NULL, so one prepared statement serves all.
-            let query = format!(
-                "SELECT {} FROM memories WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3 \
-                 AND (?4 IS NULL OR category = ?4) AND (?5 IS NULL OR scene = ?5) \
-                 AND (?6 IS NULL OR status = ?6) AND (?7 IS NULL OR session_id = ?7) \
-                 AND (?8 IS NULL OR created_at >= ?8) AND (?9 IS NULL OR created_at < ?9) \
-                 AND (?10 IS NULL OR created_at < ?10 OR (created_at = ?10 AND id < ?11)) \
-                 ORDER BY created_at DESC, id DESC LIMIT ?12",
-                sql::MEMORY_COLUMNS
-            );
-            let mut stmt = conn.prepare_cached(&query)?;
-            let rows = stmt.query(params![
-                tenant.team,
-                tenant.agent,
-                tenant.user,
-                filter.category.map(Category::as_str),
-                filter.scene,
-                filter.status.map(MemoryStatus::as_str),
-                filter.session_id,
-                filter.created_after.map(|t| t.timestamp_micros()),
-                filter.created_before.map(|t| t.timestamp_micros()),
-                after.map(|c| c.created_at.timestamp_micros()),
-                after.map(|c| c.id.to_string()),
-                i64::from(limit)
-            ])?;
+            let mut stmt = conn.prepare_cached(&list_statement(filter.task.is_some()))?;
+            let category = filter.category.map(Category::as_str);
+            let status = filter.status.map(MemoryStatus::as_str);
+            let created_after = filter.created_after.map(|t| t.timestamp_micros());
+            let created_before = filter.created_before.map(|t| t.timestamp_micros());
+            let after_at = after.map(|c| c.created_at.timestamp_micros());
+            let after_id = after.map(|c| c.id.to_string());
+            let limit = i64::from(limit);
+            let mut bound: Vec<&dyn rusqlite::ToSql> = vec![
+                &tenant.team,
+                &tenant.agent,
+                &tenant.user,
+                &category,
+                &filter.scene,
+                &status,
+                &filter.session_id,
+                &created_after,
+                &created_before,
+                &after_at,
+                &after_id,
+                &limit,
+            ];
+            if let Some(task) = &filter.task {
+                bound.push(task);
+            }
+            let rows = stmt.query(bound.as_slice())?;
             memories(rows)
         })
         .await

@@ -1,6 +1,7 @@
 -- The embedded L1 schema (SQLite), the twin of migrations/V002__memories.sql. Idempotent; the
 -- same conventions as schema.sql (unix microseconds, UUID text, JSON as text).
 
+-- `task` comes last, as in `messages` (see schema.sql); its index is in tasks.sql.
 CREATE TABLE IF NOT EXISTS memories (
     id                  TEXT    NOT NULL PRIMARY KEY,
     team_id             TEXT    NOT NULL,
@@ -17,7 +18,8 @@ CREATE TABLE IF NOT EXISTS memories (
     status              TEXT    NOT NULL CHECK (status IN ('active', 'archived')),
     superseded_by       TEXT    NULL,
     created_at          INTEGER NOT NULL,
-    updated_at          INTEGER NOT NULL
+    updated_at          INTEGER NOT NULL,
+    task                TEXT    NULL
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS memories_tenant_created_idx

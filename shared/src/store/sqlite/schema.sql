@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS sessions (
 DROP INDEX IF EXISTS sessions_tenant_idx;
 DROP INDEX IF EXISTS sessions_updated_at_idx;
 
+-- `task` comes last, where `ALTER TABLE ... ADD COLUMN` puts it in a file from before it (see
+-- `apply_schema` in sqlite.rs), so every file has the same columns in the same order.
 CREATE TABLE IF NOT EXISTS messages (
     id          TEXT    NOT NULL PRIMARY KEY,
     session_id  TEXT    NOT NULL REFERENCES sessions (session_id),
@@ -32,6 +34,7 @@ CREATE TABLE IF NOT EXISTS messages (
     metadata    TEXT    NOT NULL CHECK (json_valid(metadata)),
     client_id   TEXT    NULL,
     created_at  INTEGER NOT NULL,
+    task        TEXT    NULL,
     UNIQUE (session_id, seq)
 ) STRICT;
 

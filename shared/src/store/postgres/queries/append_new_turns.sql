@@ -13,10 +13,10 @@ WITH claimed AS (
     RETURNING last_seq - cardinality($5::uuid[]) AS base_seq
 )
 INSERT INTO messages
-    (id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id, created_at)
+    (id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id, created_at, task)
 SELECT t.id, $1, $2, $3, $4, claimed.base_seq + t.ord, t.role, t.content, t.metadata, NULL,
-       COALESCE(t.created_at, now())
+       COALESCE(t.created_at, now()), t.task
 FROM claimed,
-     UNNEST($5::uuid[], $6::text[], $7::text[], $8::jsonb[], $9::timestamptz[])
-         WITH ORDINALITY AS t(id, role, content, metadata, created_at, ord)
+     UNNEST($5::uuid[], $6::text[], $7::text[], $8::jsonb[], $9::timestamptz[], $10::text[])
+         WITH ORDINALITY AS t(id, role, content, metadata, created_at, task, ord)
 RETURNING id, seq, created_at

@@ -1,10 +1,10 @@
 -- No row: the tenant has no such session. One row with a NULL id: no turns in range.
 SELECT m.id, m.session_id, m.team_id, m.agent_id, m.user_id, m.seq, m.role, m.content,
-       m.metadata, m.client_id, m.created_at
+       m.metadata, m.client_id, m.created_at, m.task
 FROM sessions s
 LEFT JOIN LATERAL (
     SELECT id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id,
-           created_at
+           created_at, task
     FROM messages
     WHERE messages.session_id = s.session_id
       AND messages.team_id = $2

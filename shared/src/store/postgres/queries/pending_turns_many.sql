@@ -3,7 +3,7 @@
 -- indexed but not yet recorded in the cursor. Sessions with nothing pending yield no row; a
 -- session listed twice is read once, past its larger $4.
 SELECT m.id, m.session_id, m.team_id, m.agent_id, m.user_id, m.seq, m.role, m.content,
-       m.metadata, m.client_id, m.created_at
+       m.metadata, m.client_id, m.created_at, m.task
 FROM (
     SELECT a.session_id, max(a.after) AS after
     FROM unnest($2::text[], $4::bigint[]) AS a(session_id, after)
@@ -11,7 +11,7 @@ FROM (
 ) s
 CROSS JOIN LATERAL (
     SELECT id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id,
-           created_at
+           created_at, task
     FROM messages
     WHERE messages.session_id = s.session_id
       AND messages.seq > GREATEST(

@@ -2,12 +2,12 @@
 -- tenant index and walk every turn of the tenant (30 ms at 100k turns, seen in the bench).
 WITH hits AS MATERIALIZED (
     SELECT id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id,
-           created_at
+           created_at, task
     FROM messages
     WHERE id = ANY($1)
 )
 SELECT id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id,
-       created_at
+       created_at, task
 FROM hits
 WHERE team_id = $2
   AND agent_id = $3
