@@ -17,8 +17,10 @@ ARG RUST=docker.io/library/rust:1.95-slim-bookworm
 FROM ${RUST} AS builder
 WORKDIR /src
 COPY . .
+# Without debug info (the profile's line tables are most of the file); symbols stay.
 RUN cargo build --release --locked -p api --bin sediment \
- && cp target/release/sediment /usr/local/bin/sediment
+ && cp target/release/sediment /usr/local/bin/sediment \
+ && strip --strip-debug /usr/local/bin/sediment
 
 # The local embedding model (all-MiniLM-L6-v2, about 90 MB) for clusters with no way out;
 # without MODEL=true it is left out and mounted or fetched at run time instead.
