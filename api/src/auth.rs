@@ -73,6 +73,37 @@ pub struct KeyAuth {
     tokens: Option<TokenVerifier>,
 }
 
+/// Why the API must not start with these settings on `listen`, if it must not: auth asked for
+/// but not configured, or off where that is not allowed (the cluster, a non-loopback address)
+/// without `SEDIMENT_AUTH=off`. `run` asks before it opens any store, so a refused start leaves
+/// nothing behind; [`Auth::decide`] asks again for servers started without `run`.
+pub fn refusal(settings: &Settings, listen: SocketAddr) -> Option<String> {
+    let auth = &settings.auth;
+    if auth.admin_key.is_some() || auth.jwt.is_some() {
+        return None;
+    }
+    match auth.mode {
+        AuthMode::Off => None,
+        AuthMode::On => Some(
+            "SEDIMENT_AUTH=on needs SEDIMENT_ADMIN_KEY, SEDIMENT_ADMIN_KEY_FILE, SEDIMENT_AUTH_JWKS_FILE \
+             or SEDIMENT_AUTH_JWKS_URL"
+                .to_owned(),
+        ),
+        AuthMode::Auto if matches!(settings.deployment, Deployment::Cluster { .. }) => Some(
+            "the cluster deployment requires auth: set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE, or an \
+             identity provider's SEDIMENT_AUTH_JWKS_URL or SEDIMENT_AUTH_JWKS_FILE \
+             (or SEDIMENT_AUTH=off to run without, which lets any client act as any tenant)"
+                .to_owned(),
+        ),
+        AuthMode::Auto if !listen.ip().is_loopback() => Some(format!(
+            "refusing to listen on {listen} with auth off: set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE \
+             (or SEDIMENT_AUTH_JWKS_URL or SEDIMENT_AUTH_JWKS_FILE), listen on a loopback address, \
+             or set SEDIMENT_AUTH=off explicitly"
+        )),
+        AuthMode::Auto => None,
+    }
+}
+
 impl Auth {
     /// Decides from the settings, the deployment and the address the API listens on. Refuses
     /// to start when auth would be off anywhere but on a loopback address of the embedded
@@ -85,7 +116,6 @@ impl Auth {
             key_cache_ttl,
             jwt,
         } = &settings.auth;
-        let cluster = matches!(settings.deployment, Deployment::Cluster { .. });
         let configured = admin_key.is_some() || jwt.is_some();
         match mode {
             AuthMode::Off => {
@@ -113,21 +143,10 @@ impl Auth {
                     tokens,
                 })))
             }
-            AuthMode::On => anyhow::bail!(
-                "SEDIMENT_AUTH=on needs SEDIMENT_ADMIN_KEY, SEDIMENT_ADMIN_KEY_FILE, SEDIMENT_AUTH_JWKS_FILE \
-                 or SEDIMENT_AUTH_JWKS_URL"
-            ),
-            AuthMode::Auto if cluster => anyhow::bail!(
-                "the cluster deployment requires auth: set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE, or an \
-                 identity provider's SEDIMENT_AUTH_JWKS_URL or SEDIMENT_AUTH_JWKS_FILE \
-                 (or SEDIMENT_AUTH=off to run without, which lets any client act as any tenant)"
-            ),
-            AuthMode::Auto if !listen.ip().is_loopback() => anyhow::bail!(
-                "refusing to listen on {listen} with auth off: set SEDIMENT_ADMIN_KEY or SEDIMENT_ADMIN_KEY_FILE \
-                 (or SEDIMENT_AUTH_JWKS_URL or SEDIMENT_AUTH_JWKS_FILE), listen on a loopback address, \
-                 or set SEDIMENT_AUTH=off explicitly"
-            ),
-            AuthMode::Auto => {
+            AuthMode::On | AuthMode::Auto => {
+                if let Some(refusal) = refusal(settings, listen) {
+                    anyhow::bail!(refusal);
+                }
                 tracing::info!(
                     addr = %listen,
                     "auth is off: no admin key is set and the API listens on loopback only; \

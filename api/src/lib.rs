@@ -59,6 +59,10 @@ impl Server {
 
 /// Connects the backends from settings, binds the listener and serves until `shutdown`.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    // Before any store is opened: a start that auth refuses leaves no data directory behind.
+    if let Some(refusal) = auth::refusal(&settings, settings.listen) {
+        anyhow::bail!(refusal);
+    }
     let backends = Backends::connect(&settings).await?;
     let listener = TcpListener::bind(settings.listen)
         .await

@@ -424,6 +424,29 @@ async fn auth_is_never_off_by_accident() {
     );
 }
 
+/// A refused start touches nothing: `api::run` refuses before it opens the store or the index,
+/// so a container started without a key leaves its data volume as it found it.
+#[tokio::test]
+async fn a_refused_start_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let vars = [
+        ("DATA_DIR", data.display().to_string()),
+        ("EMBEDDING", "none".to_owned()),
+        ("LISTEN", "0.0.0.0:0".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let settings = Settings::from_map(&vars).expect("valid settings");
+    let err = api::run(settings, CancellationToken::new()).await.expect_err("refused");
+    assert!(
+        format!("{err:#}").contains("refusing to listen on 0.0.0.0:0"),
+        "{err:#}"
+    );
+    assert!(!data.exists(), "a refused start created {}", data.display());
+}
+
 /// With `SEDIMENT_HEALTH_LISTEN`, probes and metrics answer there, open, and no longer on the
 /// tenants' address, which answers only with a credential.
 #[tokio::test]
