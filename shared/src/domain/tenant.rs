@@ -54,13 +54,19 @@ fn check_id(field: &'static str, value: &str) -> Result<(), ValidationError> {
 #[serde(transparent)]
 pub struct SessionId(String);
 
+/// Validates an id a client chose (a session's, a task's): not empty, then [`check_id`]. Not
+/// trimmed, unlike a tenant id: the client's exact string names the thing.
+fn client_id(field: &'static str, value: &str) -> Result<String, ValidationError> {
+    if value.is_empty() {
+        return Err(ValidationError::invalid(field, "must not be empty"));
+    }
+    check_id(field, value)?;
+    Ok(value.to_owned())
+}
+
 impl SessionId {
     pub fn parse(value: &str) -> Result<Self, ValidationError> {
-        if value.is_empty() {
-            return Err(ValidationError::invalid("session_id", "must not be empty"));
-        }
-        check_id("session_id", value)?;
-        Ok(Self(value.to_owned()))
+        client_id("session_id", value).map(Self)
     }
 
     pub fn as_str(&self) -> &str {
@@ -83,11 +89,7 @@ pub struct TaskId(String);
 
 impl TaskId {
     pub fn parse(value: &str) -> Result<Self, ValidationError> {
-        if value.is_empty() {
-            return Err(ValidationError::invalid("task", "must not be empty"));
-        }
-        check_id("task", value)?;
-        Ok(Self(value.to_owned()))
+        client_id("task", value).map(Self)
     }
 
     pub fn as_str(&self) -> &str {

@@ -1019,6 +1019,18 @@ mod tests {
         assert!(matches!(result, Ok((SCHEMA_VERSION, 0, 1))), "upgrade failed");
     }
 
+    /// SQLite's plan for `query` with every parameter unbound: one `detail` line per step.
+    fn query_plan(conn: &Connection, query: &str) -> Vec<String> {
+        let mut plan = conn.prepare(&format!("EXPLAIN QUERY PLAN {query}")).unwrap();
+        let unbound = vec![rusqlite::types::Null; plan.parameter_count()];
+        plan.query_map(rusqlite::params_from_iter(unbound), |row| {
+            row.get::<_, String>("detail")
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+    }
+
     /// Every read of turns finds them through an index (the schema keeps few, to keep appends
     /// cheap; see `schema.sql`), never by scanning the table.
     #[test]
@@ -1030,15 +1042,7 @@ mod tests {
             sql::TURNS_BY_ID,
             sql::PENDING_TURNS,
         ] {
-            let mut plan = conn.prepare(&format!("EXPLAIN QUERY PLAN {query}")).unwrap();
-            let unbound = vec![rusqlite::types::Null; plan.parameter_count()];
-            let steps: Vec<String> = plan
-                .query_map(rusqlite::params_from_iter(unbound), |row| {
-                    row.get::<_, String>("detail")
-                })
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
+            let steps = query_plan(&conn, query);
             assert!(
                 steps.iter().any(|step| step.starts_with("SEARCH messages USING")),
                 "{query}: {steps:?}"
@@ -1113,15 +1117,7 @@ mod tests {
     fn the_task_listing_searches_the_task_index() {
         let conn = in_memory_schema();
         let query = memory::list_statement(true);
-        let mut plan = conn.prepare(&format!("EXPLAIN QUERY PLAN {query}")).unwrap();
-        let unbound = vec![rusqlite::types::Null; plan.parameter_count()];
-        let steps: Vec<String> = plan
-            .query_map(rusqlite::params_from_iter(unbound), |row| {
-                row.get::<_, String>("detail")
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let steps = query_plan(&conn, &query);
         assert!(
             steps
                 .iter()
