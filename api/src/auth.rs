@@ -213,7 +213,9 @@ pub async fn authenticate(State(gate): State<Gate>, mut req: Request, next: Next
             Some(token.team.clone())
         }
     };
-    if let (Some(limiter), Some(team)) = (&limiter, &team) {
+    // An MCP tool's `/v1` call was counted as the `/mcp` request that made it.
+    let counted = req.extensions().get::<crate::client::Counted>().is_some();
+    if let (Some(limiter), Some(team), false) = (&limiter, &team, counted) {
         if let Err(wait) = limiter.check(team) {
             ::metrics::counter!(metrics::RATE_LIMITED).increment(1);
             return ApiError::RateLimited(wait).into_response();
@@ -318,7 +320,10 @@ fn permitted(credential: &str, has: Permission, method: &Method, route: &str) ->
 /// it is placed here.
 pub fn required_permission(method: &Method, route: &str) -> Permission {
     match (method.as_str(), route) {
-        ("POST", "/v1/conversations/search" | "/v1/recall") => Permission::Read,
+        ("POST", "/v1/conversations/search" | "/v1/recall" | "/v1/memories/search") => Permission::Read,
+        // The MCP endpoint reads nothing itself: each tool is a `/v1` call that the key must
+        // be allowed on its own (`mcp::Upstream`).
+        ("POST" | "GET" | "DELETE", "/mcp") => Permission::Read,
         (
             "GET",
             "/v1/sessions/{session_id}/messages"

@@ -8,10 +8,13 @@
 //! workers too.
 
 mod auth;
+pub mod cli;
+pub mod client;
 mod error;
 mod extract;
 mod jwt;
 mod limit;
+pub mod mcp;
 mod openapi;
 mod routes;
 mod state;
@@ -79,7 +82,30 @@ pub async fn start(
     settings: &Settings,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Server> {
-    let addr = listener.local_addr().context("read the listener address")?;
+    Ok(launch(Some(listener), backends, settings, shutdown).await?.1)
+}
+
+/// Starts the API and its workers without a listener: the routes answer calls made through
+/// the returned router, in this process only (`sediment mcp` on stdio over the embedded
+/// deployment opens no port). Authentication is decided as for a loopback address.
+pub async fn start_in_process(
+    backends: Backends,
+    settings: &Settings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(axum::Router, Server)> {
+    launch(None, backends, settings, shutdown).await
+}
+
+async fn launch(
+    listener: Option<TcpListener>,
+    backends: Backends,
+    settings: &Settings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(axum::Router, Server)> {
+    let addr = match &listener {
+        Some(listener) => listener.local_addr().context("read the listener address")?,
+        None => SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
     let auth = auth::Auth::decide(settings, addr, backends.keys.clone())?;
     // Bound before any worker starts, so a bad address fails the start with nothing running.
     let probes_listener = match settings.health_listen {
@@ -195,12 +221,19 @@ pub async fn start(
     let app = routes::app(state, probe_server.is_none());
 
     let http_shutdown = shutdown.clone();
+    let served_app = app.clone();
     let task = tokio::spawn(async move {
-        // The peer address is what the ops page's loopback rule reads.
-        let served = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(http_shutdown.cancelled_owned())
-            .await
-            .context("serve HTTP");
+        let served = match listener {
+            // The peer address is what the ops page's loopback rule reads.
+            Some(listener) => axum::serve(listener, served_app.into_make_service_with_connect_info::<SocketAddr>())
+                .with_graceful_shutdown(http_shutdown.cancelled_owned())
+                .await
+                .context("serve HTTP"),
+            None => {
+                http_shutdown.cancelled().await;
+                Ok(())
+            }
+        };
         // No request can append any more: send the wake-ups still waiting.
         wakeups.close().await;
         for worker in workers {
@@ -213,11 +246,14 @@ pub async fn start(
         tracing::info!("api stopped");
         served
     });
-    Ok(Server {
-        addr,
-        probes_addr,
-        task,
-    })
+    Ok((
+        app,
+        Server {
+            addr,
+            probes_addr,
+            task,
+        },
+    ))
 }
 
 /// Runs one worker's consumer in this process. If the consumer fails, the whole process shuts

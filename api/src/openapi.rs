@@ -76,6 +76,7 @@ Errors are JSON `{\"code\",\"message\"}` with a stable `code`.";
         search::search,
         recall::recall,
         memories::list,
+        memories::search,
         memories::get,
         memories::patch,
         memories::delete,

@@ -11,6 +11,9 @@ pub const HTTP_LATENCY: &str = "sediment_http_request_duration_seconds";
 pub const AUTH_REQUESTS: &str = "sediment_auth_requests_total";
 /// `/v1` calls refused by a team's rate limit (429).
 pub const RATE_LIMITED: &str = "sediment_rate_limited_total";
+/// MCP tool calls (and resource reads) by `tool` and `result`: `ok`, `refused` (the API
+/// answered 4xx) or `failed`.
+pub const MCP_TOOL_CALLS: &str = "sediment_mcp_tool_calls_total";
 /// Appends refused because the team stores as many turns as its quota allows.
 pub const QUOTA_EXCEEDED: &str = "sediment_quota_exceeded_total";
 /// Key look-ups by `source`: `cache` (a replica's own recent read) or `store`.
@@ -170,6 +173,7 @@ pub fn describe() {
     describe_histogram!(HTTP_LATENCY, Unit::Seconds, "HTTP request latency by method and route");
     describe_counter!(AUTH_REQUESTS, "authentication decisions of /v1 calls by outcome");
     describe_counter!(RATE_LIMITED, "/v1 calls refused by a team's rate limit");
+    describe_counter!(MCP_TOOL_CALLS, "MCP tool calls and resource reads by tool and result");
     describe_counter!(AUTH_KEY_LOOKUPS, "API key look-ups by source (cache or store)");
     describe_counter!(TURNS_INGESTED, "turns stored by the API");
     describe_counter!(

@@ -61,12 +61,15 @@ pub fn init(service: &str, default_filter: &str, format: &str, traces: &TraceSet
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let logs = if format == "json" {
         tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
             .with_target(false)
             .json()
             .with_filter(filter)
             .boxed()
     } else {
+        // stderr, as the docs say: `sediment mcp` keeps stdout for the protocol alone.
         tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
             .with_target(false)
             .with_filter(filter)
             .boxed()

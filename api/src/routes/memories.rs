@@ -182,6 +182,110 @@ pub async fn list(
     }))
 }
 
+/// `POST /v1/memories/search`: the memories that match a query.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = MemorySearchRequest)]
+pub struct SearchRequest {
+    /// Not blank, at most 4096 characters.
+    #[schema(min_length = 1, max_length = 4096)]
+    query: String,
+    /// 1 to `SEDIMENT_MAX_SEARCH_LIMIT` (100); default 10.
+    #[schema(minimum = 1, maximum = 100)]
+    limit: Option<usize>,
+    /// Only the memories of this task: 1 to 128 characters, none a control character. The
+    /// `X-Sediment-Task` header may carry it instead; given in both, it must be the same.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
+    task: Option<String>,
+    /// `keyword`, `semantic` or `hybrid` (the default).
+    #[schema(value_type = Option<crate::openapi::StrategyDoc>)]
+    strategy: Option<shared::index::Strategy>,
+    team_id: Option<String>,
+    agent_id: Option<String>,
+    user_id: Option<String>,
+}
+
+/// A matching memory and its score.
+#[derive(Serialize, ToSchema)]
+#[schema(as = MemoryHit)]
+pub struct SearchItem {
+    #[serde(flatten)]
+    memory: MemoryView,
+    score: f32,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = MemorySearchResponse)]
+pub struct SearchResponse {
+    /// Best first.
+    items: Vec<SearchItem>,
+    /// What is missing and why, when a backend failed or the deadline passed (as in recall).
+    #[schema(value_type = Vec<crate::openapi::RecallIssueDoc>)]
+    errors: Vec<shared::recall::RecallIssue>,
+    /// The strategy that ranked them (`keyword` when the embedder was unavailable).
+    #[schema(value_type = crate::openapi::StrategyDoc)]
+    strategy: shared::index::Strategy,
+}
+
+/// The tenant's active memories that match a query, best first (keyword, meaning or both, as
+/// conversation search). Answers 200 when a backend fails: `errors` says what is missing.
+#[utoipa::path(
+    post,
+    path = "/v1/memories/search",
+    operation_id = "search_memories",
+    tag = "memories",
+    request_body(content = SearchRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The matching memories, best first", body = SearchResponse),
+        (status = 400, description = "malformed_json", body = crate::openapi::ErrorBody),
+        (status = 413, description = "payload_too_large", body = crate::openapi::ErrorBody),
+        (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
+        (status = 422, description = "invalid_request: a body of the wrong shape, a blank or too long query, limit out of range, an invalid task, or a task header that names another task than the body", body = crate::openapi::ErrorBody),
+    ),
+)]
+pub async fn search(
+    State(state): State<AppState>,
+    TenantHeaders(headers): TenantHeaders,
+    AppJson(body): AppJson<SearchRequest>,
+) -> Result<Json<SearchResponse>, ApiError> {
+    let tenant = tenant_from(
+        &headers,
+        body.team_id.as_deref(),
+        body.agent_id.as_deref(),
+        body.user_id.as_deref(),
+    )?;
+    let task = task_from(&headers, body.task.as_deref())?;
+    super::search::check_query(&body.query)?;
+    let max = state.limits.max_search_limit;
+    let limit = body.limit.unwrap_or(10.min(max));
+    if limit == 0 || limit > max {
+        return Err(ApiError::Invalid(format!("limit must be between 1 and {max}")));
+    }
+    let query = shared::search::ConversationQuery {
+        text: body.query,
+        limit,
+        session: None,
+        task,
+        strategy: body.strategy.unwrap_or_default(),
+    };
+    let found = state
+        .recall
+        .search_memories(&tenant, query, state.recall_defaults.timeout)
+        .await;
+    Ok(Json(SearchResponse {
+        items: found
+            .items
+            .into_iter()
+            .map(|(memory, score)| SearchItem {
+                memory: memory.into(),
+                score,
+            })
+            .collect(),
+        errors: found.errors,
+        strategy: found.strategy,
+    }))
+}
+
 /// A memory with its history and provenance.
 #[derive(Serialize, ToSchema)]
 #[schema(as = MemoryDetail)]

@@ -52,6 +52,10 @@ fn probe_routes() -> Router<AppState> {
 pub(crate) fn app(state: AppState, with_probes: bool) -> Router {
     let body_limit = state.limits.max_body_bytes;
     let request_id = axum::http::HeaderName::from_static(REQUEST_ID_HEADER);
+    let gate = crate::auth::Gate {
+        auth: state.auth.clone(),
+        limiter: state.limiter.clone(),
+    };
     // Every /v1 route, each behind the authentication middleware (`auth`); the routes outside
     // it (health, metrics, the ops page with its own rule) are open.
     let v1 = Router::new()
@@ -67,6 +71,7 @@ pub(crate) fn app(state: AppState, with_probes: bool) -> Router {
         .route("/v1/recall", post(recall::recall))
         .route("/v1/audit", get(audit::list))
         .route("/v1/memories", get(memories::list))
+        .route("/v1/memories/search", post(memories::search))
         .route(
             "/v1/memories/{memory_id}",
             get(memories::get).patch(memories::patch).delete(memories::delete),
@@ -85,14 +90,15 @@ pub(crate) fn app(state: AppState, with_probes: bool) -> Router {
         .route("/v1/admin/keys/{key_id}", delete(keys::revoke))
         .route("/v1/admin/teams/{team_id}", delete(erase::erase_team))
         .route("/v1/admin/erasures/{erasure_id}", get(erase::get_erasure_as_operator))
-        .route_layer(middleware::from_fn_with_state(
-            crate::auth::Gate {
-                auth: state.auth.clone(),
-                limiter: state.limiter.clone(),
-            },
-            crate::auth::authenticate,
-        ));
-    let routes = Router::new().merge(v1);
+        .route_layer(middleware::from_fn_with_state(gate.clone(), crate::auth::authenticate));
+    // MCP over Streamable HTTP: each tool is a call into the `/v1` routes above, in this
+    // process, carrying the caller's credential; `/mcp` itself sits behind the same gate.
+    let loopback_only = matches!(state.auth, crate::auth::Auth::Off);
+    let mcp = crate::mcp::service(v1.clone().with_state(state.clone()), loopback_only, body_limit);
+    let mcp = Router::new()
+        .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(gate, crate::auth::authenticate));
+    let routes = Router::new().merge(v1).merge(mcp);
     let routes = if with_probes {
         routes.merge(probe_routes())
     } else {

@@ -65,6 +65,15 @@ pub struct RecallRequest {
     pub recency: bool,
 }
 
+/// What `Recall::search_memories` found: memories with their scores, best first.
+#[derive(Debug)]
+pub struct MemorySearch {
+    pub items: Vec<(Memory, f32)>,
+    pub errors: Vec<RecallIssue>,
+    /// The strategy that ranked them (`keyword` when the embedder was unavailable).
+    pub strategy: Strategy,
+}
+
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct StablePart {
     pub persona: String,
@@ -270,25 +279,15 @@ impl Recall {
         }
     }
 
-    /// Runs the query under the deadline; whatever fails is recorded in `errors` and the hits
-    /// found before it are kept.
-    async fn find(
+    /// The query's vector, within `embed_deadline`; when it fails or runs late the query goes
+    /// on by keyword (a semantic one too) and `errors` says why.
+    async fn embed(
         &self,
-        tenant: &Tenant,
-        request: &RecallRequest,
-        started: Instant,
+        query: &mut ConversationQuery,
+        embed_deadline: tokio::time::Instant,
+        timeout: Duration,
         errors: &mut Vec<RecallIssue>,
-    ) -> (Vec<(Memory, f32)>, Vec<ConversationHit>, Strategy) {
-        let deadline = tokio::time::Instant::from_std(started + request.timeout);
-        let embed_deadline = tokio::time::Instant::from_std(started + request.timeout / 2);
-        let mut query = ConversationQuery {
-            text: request.query.clone(),
-            limit: request.limit,
-            session: request.session.clone(),
-            task: request.task.clone(),
-            strategy: request.strategy,
-        };
-
+    ) -> QueryVector {
         let vector = match tokio::time::timeout_at(
             embed_deadline,
             self.search.query_vector(&query.text, query.strategy),
@@ -309,7 +308,7 @@ impl Recall {
                     code: EMBEDDING_UNAVAILABLE,
                     message: format!(
                         "the query embedding took longer than {} ms; ranked by keyword",
-                        (request.timeout / 2).as_millis()
+                        (timeout / 2).as_millis()
                     ),
                 });
                 QueryVector::NotNeeded
@@ -319,6 +318,63 @@ impl Recall {
             // Nothing semantic can run; keyword is better than nothing, and the error says why.
             query.strategy = Strategy::Keyword;
         }
+        vector
+    }
+
+    /// The tenant's active memories that match `query` (its session is ignored: memories are
+    /// the user's, whatever session taught them), best first, at most `query.limit`:
+    /// `POST /v1/memories/search`. Like a recall it answers with what it found when a backend
+    /// fails or the deadline passes, and says so in `errors`.
+    pub async fn search_memories(
+        &self,
+        tenant: &Tenant,
+        mut query: ConversationQuery,
+        timeout: Duration,
+    ) -> MemorySearch {
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::from_std(started + timeout);
+        let mut errors = Vec::new();
+        let vector = self
+            .embed(
+                &mut query,
+                tokio::time::Instant::from_std(started + timeout / 2),
+                timeout,
+                &mut errors,
+            )
+            .await;
+        let mut items = self
+            .find_memories(tenant, &query, &vector, deadline, timeout, &mut errors)
+            .await;
+        items.truncate(query.limit);
+        let mut seen = std::collections::HashSet::new();
+        errors.retain(|e| seen.insert(e.code));
+        MemorySearch {
+            items,
+            errors,
+            strategy: effective(query.strategy, &vector),
+        }
+    }
+
+    /// Runs the query under the deadline; whatever fails is recorded in `errors` and the hits
+    /// found before it are kept.
+    async fn find(
+        &self,
+        tenant: &Tenant,
+        request: &RecallRequest,
+        started: Instant,
+        errors: &mut Vec<RecallIssue>,
+    ) -> (Vec<(Memory, f32)>, Vec<ConversationHit>, Strategy) {
+        let deadline = tokio::time::Instant::from_std(started + request.timeout);
+        let embed_deadline = tokio::time::Instant::from_std(started + request.timeout / 2);
+        let mut query = ConversationQuery {
+            text: request.query.clone(),
+            limit: request.limit,
+            session: request.session.clone(),
+            task: request.task.clone(),
+            strategy: request.strategy,
+        };
+
+        let vector = self.embed(&mut query, embed_deadline, request.timeout, errors).await;
 
         let memories = self
             .find_memories(tenant, &query, &vector, deadline, request.timeout, errors)

@@ -254,6 +254,14 @@ fn cases(o: &Owned) -> Vec<Case> {
         )
         .owner_sees(MARK),
         Case::new(
+            Method::POST,
+            "/v1/memories/search",
+            "/v1/memories/search".into(),
+            Nothing::Empty(&["/items"]),
+        )
+        .body(json!({ "query": format!("{QUERY} DBA"), "strategy": "keyword", "limit": 100 }))
+        .owner_sees(MARK),
+        Case::new(
             Method::GET,
             "/v1/memories/{memory_id}",
             format!("/v1/memories/{memory}"),

@@ -3,6 +3,7 @@
 mod audit_log;
 mod auth;
 mod bus_conformance;
+mod cli;
 mod compact_process;
 mod compaction_jobs;
 mod compaction_llm;
@@ -28,6 +29,7 @@ mod jwt;
 mod l1_pipeline;
 mod layers_process;
 mod llm_chat;
+mod mcp;
 mod memory_store;
 mod migrate_only;
 mod no_egress;
