@@ -114,8 +114,15 @@ pub fn cgroup_threads_file(dir: &Path) -> Result<PathBuf, String> {
 #[cfg(target_os = "linux")]
 fn join_cgroup(dir: &Path) {
     let tid = rustix::thread::gettid().as_raw_nonzero();
-    let joined = cgroup_threads_file(dir)
-        .and_then(|file| std::fs::write(&file, tid.to_string()).map_err(|e| format!("write {}: {e}", file.display())));
+    let joined = cgroup_threads_file(dir).and_then(|file| {
+        // Appended, never truncated: a pool's threads start together, and a file that only
+        // looks like a cgroup's (the tests') must keep every id written to it.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{tid}\n").as_bytes()))
+            .map_err(|e| format!("write {}: {e}", file.display()))
+    });
     if let Err(error) = joined {
         tracing::warn!(cgroup = %dir.display(), %error, "failed to move a background thread into its cgroup");
     }
@@ -188,20 +195,25 @@ mod tests {
             cgroup: Some(dir.to_path_buf()),
         };
 
+        let ids = |file: &Path| -> Vec<String> {
+            std::fs::read_to_string(file)
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        };
         let in_v1 = spawn_blocking(&placed(v1.path(), 4), tid).await.unwrap();
-        assert_eq!(std::fs::read_to_string(v1.path().join("tasks")).unwrap(), in_v1);
+        assert!(ids(&v1.path().join("tasks")).contains(&in_v1));
         assert_eq!(spawn_blocking(&placed(v1.path(), 4), current_nice).await.unwrap(), 4);
         let in_v2 = spawn_blocking(&placed(v2.path(), 4), tid).await.unwrap();
-        assert_eq!(
-            std::fs::read_to_string(v2.path().join("cgroup.threads")).unwrap(),
-            in_v2
-        );
+        assert!(ids(&v2.path().join("cgroup.threads")).contains(&in_v2));
         assert_eq!(std::fs::read_to_string(v2.path().join("tasks")).unwrap(), "");
         // Another cgroup at the same nice value is another pool.
         assert_ne!(in_v1, in_v2);
         // Even at nice 0 a cgroup takes a pool of its own, not tokio's blocking threads.
         let at_zero = spawn_blocking(&placed(v1.path(), 0), tid).await.unwrap();
-        assert_eq!(std::fs::read_to_string(v1.path().join("tasks")).unwrap(), at_zero);
+        assert!(ids(&v1.path().join("tasks")).contains(&at_zero));
+        assert!(!ids(&v2.path().join("cgroup.threads")).contains(&at_zero));
     }
 
     #[tokio::test]
