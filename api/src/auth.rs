@@ -336,13 +336,16 @@ pub fn required_permission(method: &Method, route: &str) -> Permission {
             | "/v1/persona"
             | "/v1/prompts"
             | "/v1/prompts/{template_id}"
-            | "/v1/users/{user_id}/erasures/{erasure_id}",
+            | "/v1/users/{user_id}/erasures/{erasure_id}"
+            // An export reads the owner's memory, as the listings do.
+            | "/v1/export",
         ) => Permission::Read,
         (
             "POST",
             "/v1/sessions/{session_id}/messages"
             | "/v1/sessions/{session_id}/reset"
-            | "/v1/sessions/{session_id}/compact",
+            | "/v1/sessions/{session_id}/compact"
+            | "/v1/import",
         )
         | ("PATCH" | "DELETE", "/v1/memories/{memory_id}") => Permission::Write,
         _ => Permission::Admin,

@@ -1,5 +1,6 @@
 //! The command line's client commands: `sediment ingest|search|recall|memories|scenes|persona|
-//! erase|status`, each a few calls to a running sediment's API (`client::Upstream`).
+//! erase|export|import|status`, each a few calls to a running sediment's API
+//! (`client::Upstream`).
 //!
 //! Output is a table for people by default; `--json` prints each answer as one JSON document
 //! per line, for scripts. A failure names the call and the API's code
@@ -103,6 +104,24 @@ pub enum ClientCommand {
         #[arg(long)]
         no_wait: bool,
     },
+    /// Write the user's (--user) whole memory as one JSONL stream: sessions and turns,
+    /// memories with their history and provenance, scenes, the persona. To stdout, or --output.
+    Export {
+        #[command(flatten)]
+        conn: Connection,
+        /// Write to this file instead of stdout; it is removed if the export breaks off.
+        #[arg(long, short)]
+        output: Option<String>,
+    },
+    /// Load an export stream (a file, or - for stdin) into this sediment, in one transaction.
+    /// The owner is the stream's, unless --agent and --user (and --team when no key decides it)
+    /// name another. Importing the same stream again changes nothing.
+    Import {
+        #[command(flatten)]
+        conn: Connection,
+        /// The file, or - for stdin.
+        file: String,
+    },
     /// Queues, lag and workers: the ops page's data.
     Status {
         #[command(flatten)]
@@ -202,6 +221,53 @@ impl Api {
             .call(method.clone(), path, &self.headers, body.as_ref())
             .await
             .map_err(|e| anyhow::anyhow!("{method} {}: {e}", path.split('?').next().unwrap_or(path)))
+    }
+
+    /// Sends a call over HTTP and returns the response once it succeeded, its body unread: for
+    /// a stream.
+    async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> anyhow::Result<reqwest::Response> {
+        let call = format!("{method} {path}");
+        let Upstream::Http { client, base } = &self.upstream else {
+            anyhow::bail!("{call}: streams go over HTTP only");
+        };
+        let mut request = client
+            .request(method, format!("{base}{path}"))
+            .headers(self.headers.clone());
+        if let Some((content_type, body)) = body {
+            request = request
+                .header(axum::http::header::CONTENT_TYPE, content_type)
+                .body(body);
+        }
+        let response = request.send().await.map_err(|e| {
+            anyhow::anyhow!(
+                "{call}: sediment could not be reached: {base}: {}",
+                shared::runtime::error_chain(&e)
+            )
+        })?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status();
+        let bytes = response.bytes().await.unwrap_or_default();
+        let error = crate::client::answer(status, &bytes).expect_err("an error status");
+        Err(anyhow::anyhow!("{call}: {error}"))
+    }
+
+    /// A call with a body that is not JSON; the answer's JSON.
+    async fn call_body(&self, method: Method, path: &str, content_type: &str, body: Vec<u8>) -> anyhow::Result<Value> {
+        let call = format!("{method} {path}");
+        let response = self.raw(method, path, Some((content_type, body))).await?;
+        let status = response.status();
+        let bytes = response
+            .bytes()
+            .await
+            .with_context(|| format!("{call}: read the answer"))?;
+        crate::client::answer(status, &bytes).map_err(|e| anyhow::anyhow!("{call}: {e}"))
     }
 
     /// Prints an answer: as one JSON line, or through `table`.
@@ -305,6 +371,8 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        ClientCommand::Export { conn, output } => export(&Api::new(&conn)?, output.as_deref()).await,
+        ClientCommand::Import { conn, file } => import(&Api::new(&conn)?, &file).await,
         ClientCommand::Status { mut conn, ops_token } => {
             conn.key = ops_token;
             let api = Api::new(&conn)?;
@@ -456,6 +524,141 @@ struct Line {
 }
 
 /// Appends the file's turns in order: consecutive lines of one session (and task) in one call.
+/// A spinner on stderr when it is a terminal and the output is for people.
+fn spinner(api: &Api, template: &str) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() || api.json {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    Some(bar)
+}
+
+async fn export(api: &Api, output: Option<&str>) -> anyhow::Result<()> {
+    let response = api.raw(Method::GET, "/v1/export", None).await?;
+    let mut out: Box<dyn Write> = match output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("create {path}"))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let bar = spinner(api, "{spinner} exported {pos} lines {per_sec} {msg}");
+    let result = copy_stream(response, &mut out, bar.as_ref()).await;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let (lines, end) = match result {
+        Ok(done) => done,
+        Err(e) => {
+            if let Some(path) = output {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(anyhow::anyhow!("GET /v1/export: {e:#}"));
+        }
+    };
+    out.flush().context("write the export")?;
+    drop(out);
+    let counts = end.get("counts").cloned().unwrap_or(Value::Null);
+    let summary = json!({ "lines": lines, "counts": counts });
+    if output.is_some() || api.json {
+        // The stream went to a file (or the caller asked for JSON on stdout, which then holds
+        // the stream): the summary goes to stderr, so stdout stays one stream.
+        let text = if api.json {
+            format!("{summary}\n")
+        } else {
+            format!("exported {lines} lines: {}\n", counts_text(&counts))
+        };
+        std::io::stderr()
+            .write_all(text.as_bytes())
+            .context("write to stderr")?;
+    }
+    Ok(())
+}
+
+/// Copies the export's body to `out` and checks that it ends with its end line; returns the
+/// lines copied and the end line.
+async fn copy_stream(
+    mut response: reqwest::Response,
+    out: &mut dyn Write,
+    bar: Option<&indicatif::ProgressBar>,
+) -> anyhow::Result<(u64, Value)> {
+    let mut lines = 0u64;
+    let mut last = Vec::new();
+    loop {
+        let chunk = match response.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(e) => anyhow::bail!(
+                "the stream broke off after {lines} lines: {}",
+                shared::runtime::error_chain(&e)
+            ),
+        };
+        out.write_all(&chunk).context("write the export")?;
+        for part in chunk.split_inclusive(|b| *b == b'\n') {
+            if last.ends_with(b"\n") {
+                last.clear();
+            }
+            last.extend_from_slice(part);
+            if part.ends_with(b"\n") {
+                lines += 1;
+                if let Some(bar) = bar {
+                    bar.inc(1);
+                }
+            }
+        }
+    }
+    let end: Value = serde_json::from_slice(&last).unwrap_or(Value::Null);
+    if end["kind"] != "end" {
+        anyhow::bail!("the stream stopped after {lines} lines without its end line (the server's log says why)");
+    }
+    Ok((lines, end))
+}
+
+async fn import(api: &Api, file: &str) -> anyhow::Result<()> {
+    let body = if file == "-" {
+        let mut body = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut body).context("read stdin")?;
+        body
+    } else {
+        std::fs::read(file).with_context(|| format!("read {file}"))?
+    };
+    let size = body.len();
+    let bar = spinner(api, "{spinner} importing {msg} ({elapsed})");
+    if let Some(bar) = &bar {
+        bar.set_message(format!("{:.1} MB", size as f64 / 1e6));
+    }
+    let result = api
+        .call_body(Method::POST, "/v1/import", shared::portable::MEDIA_TYPE, body)
+        .await;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let report = result?;
+    api.print(&report, |v| {
+        let read = counts_text(&v["read"]);
+        let inserted = counts_text(&v["inserted"]);
+        format!(
+            "imported {} lines\n  read:     {read}\n  inserted: {inserted}\n",
+            v["lines"]
+        )
+    })
+}
+
+/// `{"turn": 3, "memory": 1}` as `3 turn, 1 memory`.
+fn counts_text(counts: &Value) -> String {
+    let Some(map) = counts.as_object().filter(|m| !m.is_empty()) else {
+        return "nothing".to_owned();
+    };
+    map.iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 async fn ingest(api: &Api, file: &str) -> anyhow::Result<()> {
     let reader: Box<dyn BufRead> = if file == "-" {
         Box::new(std::io::stdin().lock())

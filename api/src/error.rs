@@ -40,6 +40,9 @@ pub enum ApiError {
     /// duration (an erasure frees room).
     #[error("{0}")]
     QuotaExceeded(String, std::time::Duration),
+    /// Refused with a status and a code of its own (an import's `invalid_import`, …).
+    #[error("{2}")]
+    Rejected(StatusCode, &'static str, String),
     #[error("a backend is unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("internal error")]
@@ -67,6 +70,7 @@ impl ApiError {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::QuotaExceeded(..) => (StatusCode::TOO_MANY_REQUESTS, "quota_exceeded"),
+            Self::Rejected(status, code, _) => (*status, code),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "backend_unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -92,7 +96,8 @@ impl IntoResponse for ApiError {
             | Self::Unauthorized(_)
             | Self::Forbidden(_)
             | Self::RateLimited(_)
-            | Self::QuotaExceeded(..) => self.to_string(),
+            | Self::QuotaExceeded(..)
+            | Self::Rejected(..) => self.to_string(),
         };
         // Whole seconds (RFC 9110), rounded up so that a retry at once is never too early.
         let retry_after = if let Self::RateLimited(wait) | Self::QuotaExceeded(_, wait) = &self {

@@ -252,6 +252,11 @@ pub fn task_from(headers: &HeaderIds, named: Option<&str>) -> Result<Option<Task
 }
 
 impl HeaderIds {
+    /// True when auth is off: no credential decides the team.
+    pub fn is_open(&self) -> bool {
+        matches!(self.principal, Principal::Open)
+    }
+
     pub fn tenant(&self) -> Result<Tenant, ApiError> {
         tenant_from(self, None, None, None)
     }

@@ -29,7 +29,9 @@ use utoipa::openapi::{Content, HeaderBuilder, ObjectBuilder, Ref, RefOr, Require
 use utoipa::{Modify, OpenApi, ToSchema};
 use uuid::Uuid;
 
-use crate::routes::{audit, context, erase, health, keys, memories, ops, prompts, recall, scenes, search, sessions};
+use crate::routes::{
+    audit, context, erase, health, keys, memories, ops, portable, prompts, recall, scenes, search, sessions,
+};
 
 /// The bearer scheme of a team's API key (`sdmk_…`).
 pub const API_KEY_SCHEME: &str = "api_key";
@@ -90,6 +92,8 @@ Errors are JSON `{\"code\",\"message\"}` with a stable `code`.";
         audit::list,
         erase::erase_user,
         erase::get_erasure,
+        portable::export,
+        portable::import,
         keys::create,
         keys::list,
         keys::revoke,
@@ -112,6 +116,7 @@ Errors are JSON `{\"code\",\"message\"}` with a stable `code`.";
         (name = "scenes", description = "L2 scenes and the L3 persona"),
         (name = "prompts", description = "Prompt templates and the team's and agent's overrides"),
         (name = "audit", description = "The tenant's audit log"),
+        (name = "portability", description = "An owner's whole memory as one JSONL stream: export, and import here or into the other deployment"),
         (name = "erase", description = "Erasing a user from every store, as a resumable job"),
         (name = "admin", description = "The operator's API key management (admin key only)"),
         (name = "probes", description = "Liveness, readiness, metrics and this document (open). With `SEDIMENT_HEALTH_LISTEN` set, `/healthz`, `/readyz` and `/metrics` move to that address."),
@@ -181,6 +186,14 @@ pub enum ErrorCode {
     RateLimited,
     /// 429, with `Retry-After`: the team's stored-turn quota (`SEDIMENT_QUOTA_TURNS`).
     QuotaExceeded,
+    /// 422 from `POST /v1/import`: a line of the stream is not valid; the message names it.
+    InvalidImport,
+    /// 422 from `POST /v1/import`: the stream ends without its end line.
+    TruncatedImport,
+    /// 422 from `POST /v1/import`: the header's format version is not one this build reads.
+    UnsupportedExportVersion,
+    /// 409 from `POST /v1/import`: an id of the stream belongs to another owner here.
+    ImportConflict,
     /// 503.
     BackendUnavailable,
     /// 500.
@@ -723,6 +736,7 @@ mod tests {
     #[test]
     fn the_document_is_openapi_3_1_with_every_error_code() {
         use crate::error::ApiError;
+        use axum::http::StatusCode;
         let doc: Value = serde_json::from_str(document()).unwrap();
         assert_eq!(doc["openapi"], "3.1.0");
         assert_eq!(doc["info"]["title"], "sediment");
@@ -740,6 +754,7 @@ mod tests {
             | ApiError::Forbidden(_)
             | ApiError::RateLimited(_)
             | ApiError::QuotaExceeded(..)
+            | ApiError::Rejected(..)
             | ApiError::Unavailable(_)
             | ApiError::Internal(_) => e.status_and_code().1.to_owned(),
         };
@@ -757,6 +772,14 @@ mod tests {
             ApiError::Unauthorized(String::new()),
             ApiError::Forbidden(String::new()),
             ApiError::RateLimited(std::time::Duration::ZERO),
+            ApiError::Rejected(StatusCode::UNPROCESSABLE_ENTITY, "invalid_import", String::new()),
+            ApiError::Rejected(StatusCode::UNPROCESSABLE_ENTITY, "truncated_import", String::new()),
+            ApiError::Rejected(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unsupported_export_version",
+                String::new(),
+            ),
+            ApiError::Rejected(StatusCode::CONFLICT, "import_conflict", String::new()),
             ApiError::Unavailable("down".into()),
             ApiError::Internal("broken".into()),
         ];

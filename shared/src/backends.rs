@@ -29,6 +29,7 @@ use crate::store::compaction::CompactionStore;
 use crate::store::erase::EraseStore;
 use crate::store::keys::KeyStore;
 use crate::store::memory::MemoryStore;
+use crate::store::portable::PortableStore;
 use crate::store::prompts::{PromptStore, StoredOverrides};
 use crate::store::scene::SceneStore;
 use crate::store::{PostgresStore, SqliteStore, TranscriptStore, INDEX_CONSUMER};
@@ -50,6 +51,8 @@ pub struct Backends {
     /// The same database as `store`, for the API keys of teams.
     pub keys: Arc<dyn KeyStore>,
     pub erasures: Arc<dyn EraseStore>,
+    /// The same database, for an owner's export and import.
+    pub portable: Arc<dyn PortableStore>,
     /// The effective prompt templates: builtin, the instance directory, and the overrides of
     /// `prompt_store`, read on every call.
     pub prompts: Prompts,
@@ -82,6 +85,7 @@ impl Backends {
         let scenes: Arc<dyn SceneStore>;
         let keys: Arc<dyn KeyStore>;
         let erasures: Arc<dyn EraseStore>;
+        let portable: Arc<dyn PortableStore>;
         let ((store, memories, compactions, prompt_store, audit), bus, embedded): Ports = match &settings.deployment {
             Deployment::Embedded { data_dir } => {
                 std::fs::create_dir_all(data_dir)
@@ -95,6 +99,7 @@ impl Backends {
                 scenes = store.clone();
                 keys = store.clone();
                 erasures = store.clone();
+                portable = store.clone();
                 (
                     (store.clone(), store.clone(), store.clone(), store.clone(), store),
                     Arc::new(bus),
@@ -120,6 +125,7 @@ impl Backends {
                 scenes = store.clone();
                 keys = store.clone();
                 erasures = store.clone();
+                portable = store.clone();
                 (
                     (store.clone(), store.clone(), store.clone(), store.clone(), store),
                     Arc::new(bus),
@@ -193,6 +199,7 @@ impl Backends {
             prompt_store,
             keys,
             erasures,
+            portable,
             prompts,
             bus,
             index,

@@ -51,6 +51,9 @@ pub enum Deployment {
 pub struct Limits {
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Largest export stream `POST /v1/import` accepts, in bytes. It is read whole before
+    /// anything is written (one transaction per owner), so this bounds the import's memory.
+    pub max_import_bytes: usize,
     /// Most turns accepted in one append request.
     pub max_turns_per_request: usize,
     /// Most results one search may ask for.
@@ -807,6 +810,8 @@ impl Settings {
             index_optimizer_cgroup: get("INDEX_OPTIMIZER_CGROUP").or(get("INDEX_CGROUP")).map(PathBuf::from),
             limits: Limits {
                 max_body_bytes: positive(vars, "MAX_BODY_BYTES", 1024 * 1024)?,
+                // About 400k turns of chat; the import holds the parsed stream in memory.
+                max_import_bytes: positive(vars, "MAX_IMPORT_BYTES", 256 * 1024 * 1024)?,
                 max_turns_per_request: positive(vars, "MAX_TURNS_PER_REQUEST", 1_000)?,
                 max_search_limit: positive(vars, "MAX_SEARCH_LIMIT", 100)?,
                 max_list_limit: positive(vars, "MAX_LIST_LIMIT", 1_000)?,

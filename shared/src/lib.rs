@@ -37,6 +37,7 @@ pub mod memory;
 pub mod metrics;
 pub mod ops;
 pub mod persona;
+pub mod portable;
 pub mod recall;
 pub mod retrieval;
 pub mod runtime;

@@ -14,6 +14,10 @@ pub const RATE_LIMITED: &str = "sediment_rate_limited_total";
 /// MCP tool calls (and resource reads) by `tool` and `result`: `ok`, `refused` (the API
 /// answered 4xx) or `failed`.
 pub const MCP_TOOL_CALLS: &str = "sediment_mcp_tool_calls_total";
+/// Owner exports by `outcome`: `ok`, `closed` (the reader went away) or `failed`.
+pub const EXPORTS: &str = "sediment_exports_total";
+/// Owner imports by `outcome`: `ok`, `conflict` or `failed`.
+pub const IMPORTS: &str = "sediment_imports_total";
 /// Appends refused because the team stores as many turns as its quota allows.
 pub const QUOTA_EXCEEDED: &str = "sediment_quota_exceeded_total";
 /// Key look-ups by `source`: `cache` (a replica's own recent read) or `store`.

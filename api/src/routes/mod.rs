@@ -8,6 +8,7 @@ pub(crate) mod health;
 pub(crate) mod keys;
 pub(crate) mod memories;
 pub(crate) mod ops;
+pub(crate) mod portable;
 pub(crate) mod prompts;
 pub(crate) mod recall;
 pub(crate) mod scenes;
@@ -84,6 +85,9 @@ pub(crate) fn app(state: AppState, with_probes: bool) -> Router {
             "/v1/prompts/{template_id}",
             get(prompts::get).put(prompts::put).delete(prompts::delete),
         )
+        .route("/v1/export", get(portable::export))
+        // The import reads its body as a stream and bounds it itself (`max_import_bytes`).
+        .route("/v1/import", post(portable::import).layer(DefaultBodyLimit::disable()))
         .route("/v1/users/{user_id}", delete(erase::erase_user))
         .route("/v1/users/{user_id}/erasures/{erasure_id}", get(erase::get_erasure))
         .route("/v1/admin/keys", post(keys::create).get(keys::list))

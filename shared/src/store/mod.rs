@@ -26,6 +26,7 @@ pub mod keys;
 pub mod memory;
 #[cfg(feature = "testing")]
 pub mod memory_testsuite;
+pub mod portable;
 mod postgres;
 pub mod prompts;
 pub mod scene;

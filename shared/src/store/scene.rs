@@ -32,7 +32,8 @@ pub const LAYER_L2: &str = "L2";
 pub const LAYER_L3: &str = "L3";
 
 /// Whether a scene is live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SceneStatus {
     Active,
     /// Soft-deleted (by the editor, or merged into another scene): not listed, not recalled,

@@ -76,6 +76,7 @@ mod compaction;
 mod erase;
 mod keys;
 mod memory;
+mod portable;
 mod prompts;
 mod scene;
 

@@ -89,6 +89,8 @@ enum Nothing {
     NotFound(&'static str),
     /// 200 with nothing (`[]`, `""` or `null`) at each JSON pointer; `*` is every array item.
     Empty(&'static [&'static str]),
+    /// 200 with an export stream of nothing: its header and an end line that counts no line.
+    EmptyStream,
     /// One of these statuses: the call acts on the caller's own scope (a prompt override, an
     /// erasure of its own), or is refused for its input (a user header naming another user than
     /// the path), so "nothing" is the owner's data left as it was.
@@ -289,6 +291,7 @@ fn cases(o: &Owned) -> Vec<Case> {
             Nothing::NotFound("persona_not_found"),
         )
         .owner_sees(MARK),
+        Case::new(Method::GET, "/v1/export", "/v1/export".into(), Nothing::EmptyStream).owner_sees(MARK),
         Case::new(
             Method::GET,
             "/v1/prompts",
@@ -357,6 +360,11 @@ fn cases(o: &Owned) -> Vec<Case> {
         )
         .body(json!({ "messages": [{ "role": "user", "content": "written by an intruder" }] }))
         .known_gap(SESSION_IDS_ARE_GLOBAL),
+        // An import into the caller's own scope that names the owner's session: refused as a
+        // conflict (409), where the twin's own session imports.
+        Case::new(Method::POST, "/v1/import", "/v1/import".into(), Nothing::Status(&[409]))
+            .body(Value::String(import_stream(s)))
+            .known_gap(SESSION_IDS_ARE_GLOBAL),
         // After the append, which an erased owner's tombstone might refuse. It erases the
         // caller's own (team, agent, path user), which holds nothing, or is refused (422) when
         // the header names another user than the path.
@@ -376,6 +384,19 @@ fn cases(o: &Owned) -> Vec<Case> {
         .owner_sees("done")
         .after_erase(),
     ]
+}
+
+/// An export stream of one empty session, `session`, for whoever imports it.
+fn import_stream(session: &str) -> String {
+    let lines = [
+        json!({ "kind": "header", "format": "sediment-export", "version": 1,
+            "owner": { "team": "t", "agent": "a", "user": "u" },
+            "exported_at": "2026-01-01T00:00:00Z", "source": "isolation" }),
+        json!({ "kind": "session", "id": session, "created_at": "2026-01-01T00:00:00Z", "last_seq": 0,
+            "reset_at": null, "extracted_through": 0 }),
+        json!({ "kind": "end", "counts": { "session": 1 } }),
+    ];
+    lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
 /// What the router has and the table lacks, and the reverse.
@@ -444,8 +465,15 @@ impl Answer {
 impl Caller {
     async fn send(&self, app: &TestApp, method: Method, path: &str, body: Option<&Value>) -> Answer {
         let mut request = app.req(method, path, &self.tenant).bearer_auth(&self.key);
-        if let Some(body) = body {
-            request = request.json(body);
+        match body {
+            // A string is an export stream, for the import.
+            Some(Value::String(stream)) => {
+                request = request
+                    .header("content-type", "application/x-ndjson")
+                    .body(stream.clone());
+            }
+            Some(body) => request = request.json(body),
+            None => {}
         }
         let response = request.send().await.expect("send");
         let status = response.status().as_u16();
@@ -721,7 +749,13 @@ fn normalized(answer: &Answer, subs: &[(&str, &str)]) -> (u16, Value) {
     for (value, placeholder) in subs {
         text = text.replace(value, placeholder);
     }
-    let mut value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    let mut value = serde_json::from_str(&text).unwrap_or_else(|_| {
+        // An export stream: one JSON document per line.
+        let lines: Option<Vec<Value>> = text.lines().map(|l| serde_json::from_str(l).ok()).collect();
+        lines
+            .filter(|l| !l.is_empty())
+            .map_or(Value::String(text), Value::Array)
+    });
     redact(&mut value);
     (answer.status, value)
 }
@@ -779,6 +813,17 @@ fn not_nothing(nothing: Nothing, answer: &Answer) -> Option<String> {
         Nothing::NotFound(code) => Some(format!("expected 404 {code}")),
         Nothing::Status(statuses) if statuses.contains(&answer.status) => None,
         Nothing::Status(statuses) => Some(format!("expected one of {statuses:?}")),
+        Nothing::EmptyStream => {
+            let lines: Vec<Value> = answer
+                .text
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            let kinds: Vec<&str> = lines.iter().filter_map(|l| l["kind"].as_str()).collect();
+            let empty = lines.last().is_some_and(|end| end["counts"] == json!({}));
+            (answer.status != 200 || kinds != ["header", "end"] || !empty)
+                .then(|| "expected 200 with a stream of nothing (header and end)".into())
+        }
         Nothing::Empty(_) if answer.status != 200 => Some("expected 200".into()),
         Nothing::Empty(pointers) => pointers
             .iter()

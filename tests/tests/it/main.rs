@@ -35,6 +35,7 @@ mod migrate_only;
 mod no_egress;
 mod openapi;
 mod ops;
+mod portable;
 mod prompt_store;
 mod retrieval_shaping;
 mod rules_extractor;

@@ -94,11 +94,13 @@ fn tenant_params(tenant: &Tenant) -> [&(dyn tokio_postgres::types::ToSql + Sync)
     [&tenant.team, &tenant.agent, &tenant.user]
 }
 
-async fn insert_provenance<C: GenericClient>(client: &C, records: &[ProvenanceRecord]) -> StoreResult<()> {
+/// Returns how many records were new.
+pub(super) async fn insert_provenance<C: GenericClient>(client: &C, records: &[ProvenanceRecord]) -> StoreResult<u64> {
+    let mut inserted = 0;
     let insert = client.prepare_cached(sql::INSERT_PROVENANCE).await.map_err(pg_error)?;
     for r in records {
         let template = r.template.as_ref().map(Json);
-        client
+        inserted += client
             .execute(
                 &insert,
                 &[
@@ -122,7 +124,7 @@ async fn insert_provenance<C: GenericClient>(client: &C, records: &[ProvenanceRe
             .await
             .map_err(pg_error)?;
     }
-    Ok(())
+    Ok(inserted)
 }
 
 async fn enqueue<C: GenericClient>(client: &C, tenant: &Tenant, ids: &[Uuid]) -> StoreResult<()> {
@@ -162,7 +164,7 @@ fn memory_of(row: &Row) -> StoreResult<Memory> {
     })
 }
 
-fn provenance_of(row: &Row) -> StoreResult<ProvenanceRecord> {
+pub(super) fn provenance_of(row: &Row) -> StoreResult<ProvenanceRecord> {
     let template: Option<Json<TemplateRef>> = get(row, "template")?;
     let Json(input_message_ids): Json<Vec<Uuid>> = get(row, "input_message_ids")?;
     let Json(sibling_ids): Json<Vec<Uuid>> = get(row, "sibling_ids")?;
@@ -288,7 +290,7 @@ impl MemoryStore for PostgresStore {
     #[instrument(skip_all, fields(records = records.len()))]
     async fn record_provenance(&self, records: &[ProvenanceRecord]) -> StoreResult<()> {
         let client = self.client().await?;
-        insert_provenance(&client, records).await
+        insert_provenance(&client, records).await.map(drop)
     }
 
     #[instrument(skip_all, fields(ids = ids.len()))]

@@ -434,14 +434,19 @@ async fn lock_schedule<C: GenericClient>(tx: &C, tenant: &Tenant) -> StoreResult
         .map_err(pg_error)
 }
 
-async fn insert_provenance<C: GenericClient>(client: &C, records: &[ArtifactProvenance]) -> StoreResult<()> {
+/// Returns how many records were new.
+pub(super) async fn insert_provenance<C: GenericClient>(
+    client: &C,
+    records: &[ArtifactProvenance],
+) -> StoreResult<u64> {
+    let mut inserted = 0;
     if records.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let insert = client.prepare_cached(sql::PROVENANCE_INSERT).await.map_err(pg_error)?;
     for r in records {
         let template = r.template.as_ref().map(Json);
-        client
+        inserted += client
             .execute(
                 &insert,
                 &[
@@ -464,7 +469,7 @@ async fn insert_provenance<C: GenericClient>(client: &C, records: &[ArtifactProv
             .await
             .map_err(pg_error)?;
     }
-    Ok(())
+    Ok(inserted)
 }
 
 fn corrupt(message: String) -> StoreError {
@@ -511,7 +516,7 @@ fn persona_of(row: &Row) -> StoreResult<PersonaRow> {
     })
 }
 
-fn provenance_of(row: &Row) -> StoreResult<ArtifactProvenance> {
+pub(super) fn provenance_of(row: &Row) -> StoreResult<ArtifactProvenance> {
     let template: Option<Json<TemplateRef>> = get(row, "template")?;
     let Json(input_refs): Json<Vec<String>> = get(row, "input_refs")?;
     let Json(output_refs): Json<Vec<String>> = get(row, "output_refs")?;

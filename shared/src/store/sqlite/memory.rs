@@ -121,11 +121,13 @@ fn insert_memory(conn: &Connection, m: &Memory) -> Outcome<()> {
     Ok(())
 }
 
-fn insert_provenance(conn: &Connection, records: &[ProvenanceRecord]) -> Outcome<()> {
+/// Returns how many records were new.
+pub(super) fn insert_provenance(conn: &Connection, records: &[ProvenanceRecord]) -> Outcome<usize> {
+    let mut inserted = 0;
     let mut stmt = conn.prepare_cached(sql::INSERT_PROVENANCE)?;
     for r in records {
         let template = r.template.as_ref().map(to_json).transpose()?;
-        stmt.execute(params![
+        inserted += stmt.execute(params![
             r.id.to_string(),
             r.memory_id.map(|id| id.to_string()),
             r.tenant.team,
@@ -143,7 +145,7 @@ fn insert_provenance(conn: &Connection, records: &[ProvenanceRecord]) -> Outcome
             r.duration_ms
         ])?;
     }
-    Ok(())
+    Ok(inserted)
 }
 
 fn enqueue(conn: &Connection, tenant: &Tenant, ids: &[Uuid]) -> Outcome<()> {
@@ -205,7 +207,7 @@ fn memories(rows: rusqlite::Rows<'_>) -> Outcome<Vec<Memory>> {
     collect_rows(rows, memory_of)
 }
 
-fn provenance_of(row: &rusqlite::Row<'_>) -> Outcome<ProvenanceRecord> {
+pub(super) fn provenance_of(row: &rusqlite::Row<'_>) -> Outcome<ProvenanceRecord> {
     let memory_id: Option<String> = row.get("memory_id")?;
     let template: Option<String> = row.get("template")?;
     Ok(ProvenanceRecord {

@@ -556,11 +556,13 @@ fn commit_persona(
     Ok(Some(persona))
 }
 
-fn insert_provenance(conn: &Connection, records: &[ArtifactProvenance]) -> Outcome<()> {
+/// Returns how many records were new.
+pub(super) fn insert_provenance(conn: &Connection, records: &[ArtifactProvenance]) -> Outcome<usize> {
+    let mut inserted = 0;
     let mut stmt = conn.prepare_cached(sql::PROVENANCE_INSERT)?;
     for r in records {
         let template = r.template.as_ref().map(to_json).transpose()?;
-        stmt.execute(params![
+        inserted += stmt.execute(params![
             r.id.to_string(),
             r.tenant.team,
             r.tenant.agent,
@@ -577,7 +579,7 @@ fn insert_provenance(conn: &Connection, records: &[ArtifactProvenance]) -> Outco
             r.duration_ms
         ])?;
     }
-    Ok(())
+    Ok(inserted)
 }
 
 /// Unix microseconds, as the schema stores time (sub-microseconds truncated).
@@ -631,7 +633,7 @@ fn persona_of(row: &rusqlite::Row<'_>) -> Outcome<PersonaRow> {
     })
 }
 
-fn provenance_of(row: &rusqlite::Row<'_>) -> Outcome<ArtifactProvenance> {
+pub(super) fn provenance_of(row: &rusqlite::Row<'_>) -> Outcome<ArtifactProvenance> {
     let scene_id: Option<String> = row.get("scene_id")?;
     let template: Option<String> = row.get("template")?;
     Ok(ArtifactProvenance {
