@@ -98,8 +98,10 @@ async def over_http():
         check(found["items"][0]["session_id"] == "py-session", found)
         memories = await until(client, "list_memories", {}, lambda a: mentions(a["items"], "DBA"))
         memory = next(m for m in memories["items"] if "DBA" in m["content"])
-        searched = await ok(client, "memory_search", {"query": "Pelicanburg DBA", "limit": 3})
-        check(searched["items"] and searched["items"][0]["id"] == memory["id"], searched)
+        # Listed from the store at once, searchable once the memory index applied its outbox.
+        searched = await until(client, "memory_search", {"query": "Pelicanburg DBA", "limit": 3},
+                               lambda a: bool(a["items"]) and a["items"][0]["id"] == memory["id"])
+        check(searched["items"][0]["id"] == memory["id"], searched)
         recalled = await ok(client, "recall", {"query": "who runs the Pelicanburg ledger database?"})
         check(any(item["id"] == memory["id"] for item in recalled["dynamic"]), recalled)
         scenes = await ok(client, "list_scenes", {})

@@ -87,6 +87,8 @@ for _ in $(seq 1 20); do
 done
 # The config reads its dictionaries beside itself.
 cp tests/schemathesis.toml "$work/schemathesis.toml"
+# And the hooks module (a serializer for the import's NDJSON body), importable from there.
+cp tests/schemathesis_hooks.py "$work/schemathesis_hooks.py"
 { printf '"%s"\n' $memories; echo '"00000000-0000-4000-8000-000000000000"'; } >"$work/memories.dict"
 echo "fuzz: seeded 1 session and $(echo "$memories" | grep -c . || true) memories"
 
@@ -95,6 +97,7 @@ set +e
 (
   cd "$work" # schemathesis writes its example database and reports beside it: never the clone
   SEDIMENT_FUZZ_ADMIN_KEY="$admin_key" SEDIMENT_FUZZ_TEAM_KEY="$team_key" SEDIMENT_FUZZ_OPS_TOKEN="$ops_token" \
+    SCHEMATHESIS_HOOKS=schemathesis_hooks PYTHONPATH="$work" \
     timeout --signal=INT --kill-after=30 "$timeout_s" \
     "$venv/bin/schemathesis" --config-file "$work/schemathesis.toml" --no-color run "$base/openapi.json" \
     --seed "$seed" --max-examples "$max_examples" --workers 1 --generation-database none

@@ -205,10 +205,12 @@ async fn mcp_over_http_serves_every_tool_within_the_key() {
         .find(|m| m["content"].as_str().is_some_and(|c| c.contains("DBA")))
         .unwrap()
         .clone();
-    let searched = ok(
+    // Listed from the store at once, searchable once the memory index applied its outbox.
+    let searched = until(
         &client,
         "memory_search",
         json!({ "query": "Quokkaville DBA", "limit": 5 }),
+        |answer| answer["items"][0]["id"] == memory["id"],
     )
     .await;
     assert_eq!(searched["items"][0]["id"], memory["id"], "{searched}");

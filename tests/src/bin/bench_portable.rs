@@ -1,0 +1,103 @@
+//! Export and import throughput for one owner with `BENCH_TURNS` turns (default 100,000), in both
+//! directions between the deployments: the owner is appended to an embedded app, exported,
+//! imported into a fresh cluster app (Postgres, RabbitMQ, Qdrant Edge), exported from there, and
+//! imported into a fresh embedded app. Each step is timed from the request to its last byte
+//! (the import's answer comes once its transaction committed; the target's indexing runs after
+//! it and is not counted). Turns of about 150 characters, 1,000 per session; the background
+//! layers are off, so the owner has turns and sessions only.
+//!
+//! ```sh
+//! cargo run --release -p integration-tests --bin bench_portable
+//! ```
+
+use std::time::Instant;
+
+use integration_tests::app::{tenant, Mode, Options, TestApp};
+use reqwest::Method;
+use serde_json::{json, Value};
+use shared::domain::Tenant;
+
+#[global_allocator]
+static ALLOCATOR: shared::Allocator = shared::Allocator;
+
+const PER_SESSION: usize = 1_000;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn options() -> Options {
+    Options {
+        env: vec![("LAYERS", "false".into()), ("EXTRACT", "false".into())],
+        ..Options::default()
+    }
+}
+
+async fn export(app: &TestApp, t: &Tenant) -> (String, f64) {
+    let started = Instant::now();
+    let response = app.req(Method::GET, "/v1/export", t).send().await.expect("export");
+    assert!(response.status().is_success(), "export: {}", response.status());
+    let stream = response.text().await.expect("the stream");
+    (stream, started.elapsed().as_secs_f64())
+}
+
+async fn import(app: &TestApp, t: &Tenant, stream: &str) -> f64 {
+    let started = Instant::now();
+    let response = app
+        .req(Method::POST, "/v1/import", t)
+        .header("content-type", "application/x-ndjson")
+        .body(stream.to_owned())
+        .send()
+        .await
+        .expect("import");
+    let status = response.status();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    assert!(status.is_success(), "import: {status} {body}");
+    started.elapsed().as_secs_f64()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let turns: usize = env_or("BENCH_TURNS", 100_000);
+    let source = TestApp::with(Mode::Embedded, options()).await;
+    let t = tenant();
+    let filler = "we moved the quarterly planning review to thursday because the venue in the old \
+                  harbour district was double booked, and everyone agreed";
+    let started = Instant::now();
+    for session in 0..turns.div_ceil(PER_SESSION) {
+        let in_session = PER_SESSION.min(turns - session * PER_SESSION);
+        let messages: Vec<Value> = (0..in_session)
+            .map(|i| {
+                let role = if i % 2 == 0 { "user" } else { "assistant" };
+                json!({ "role": role, "content": format!("{filler} (turn {i} of session {session})") })
+            })
+            .collect();
+        source.append_ok(&t, &format!("bench-{session}"), json!(messages)).await;
+    }
+    eprintln!("appended {turns} turns in {:.1} s", started.elapsed().as_secs_f64());
+
+    let (stream, embedded_export) = export(&source, &t).await;
+    let mb = stream.len() as f64 / 1e6;
+    let cluster = TestApp::with(Mode::Cluster, options()).await;
+    let into_cluster = import(&cluster, &t, &stream).await;
+    let (again, cluster_export) = export(&cluster, &t).await;
+    assert_eq!(again.lines().count(), stream.lines().count());
+    let embedded = TestApp::with(Mode::Embedded, options()).await;
+    let into_embedded = import(&embedded, &t, &again).await;
+
+    let rate = |seconds: f64| turns as f64 / seconds;
+    println!(
+        "owner: {turns} turns, {} sessions, stream {mb:.1} MB",
+        turns.div_ceil(PER_SESSION)
+    );
+    println!("| step | seconds | turns/s |");
+    println!("|---|---|---|");
+    for (step, seconds) in [
+        ("export from embedded (SQLite)", embedded_export),
+        ("import into cluster (Postgres)", into_cluster),
+        ("export from cluster (Postgres)", cluster_export),
+        ("import into embedded (SQLite)", into_embedded),
+    ] {
+        println!("| {step} | {seconds:.2} | {:.0} |", rate(seconds));
+    }
+}
