@@ -1170,9 +1170,13 @@ mod tests {
                 cgroup: Some(optimizer.clone()),
             },
         );
-        let thread_in = |cgroup: &std::path::Path| {
-            let tid = std::fs::read_to_string(cgroup.join("tasks")).unwrap();
-            std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).unwrap()
+        // The names of the threads whose ids were written to the cgroup, one per line.
+        let thread_in = |cgroup: &std::path::Path| -> Vec<String> {
+            let tasks = std::fs::read_to_string(cgroup.join("tasks")).unwrap();
+            tasks
+                .lines()
+                .map(|tid| std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).unwrap())
+                .collect()
         };
         let tenant = Tenant {
             team: "t".into(),
@@ -1192,11 +1196,11 @@ mod tests {
         index.upsert(&[point]).await.unwrap();
         // Idle pool threads live on for tokio's keep-alive (10 s), long after these checks.
         assert_eq!(nice_of_threads_named("sediment-nice13"), vec![13]);
-        assert_eq!(thread_in(&writes), "sediment-nice13\n");
+        assert_eq!(thread_in(&writes), ["sediment-nice13\n"]);
         assert!(nice_of_threads_named("sediment-nice14").is_empty());
         index.optimize().await.unwrap();
         assert_eq!(nice_of_threads_named("sediment-nice14"), vec![14]);
-        assert_eq!(thread_in(&optimizer), "sediment-nice14\n");
+        assert_eq!(thread_in(&optimizer), ["sediment-nice14\n"]);
     }
 
     #[test]

@@ -3,14 +3,17 @@
 //! imported into a fresh cluster app (Postgres, RabbitMQ, Qdrant Edge), exported from there, and
 //! imported into a fresh embedded app. Each step is timed from the request to its last byte
 //! (the import's answer comes once its transaction committed; the target's indexing runs after
-//! it and is not counted). Turns of about 150 characters, 1,000 per session; the background
-//! layers are off, so the owner has turns and sessions only.
+//! it and is not counted; the time until the target's index has caught up is reported beside
+//! it). Turns of about 150 characters, 1,000 per session; the background layers are off, so the
+//! owner has turns and sessions only, and the index is keyword-only (`SEDIMENT_EMBEDDING=none`:
+//! embedding 100k turns takes minutes and is `bench_embed`'s subject). Each export starts once
+//! its instance has indexed everything, so no step shares the cores with indexing.
 //!
 //! ```sh
 //! cargo run --release -p integration-tests --bin bench_portable
 //! ```
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
 use reqwest::Method;
@@ -21,6 +24,7 @@ use shared::domain::Tenant;
 static ALLOCATOR: shared::Allocator = shared::Allocator;
 
 const PER_SESSION: usize = 1_000;
+const INDEX_WAIT: Duration = Duration::from_secs(1_800);
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -28,7 +32,11 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 fn options() -> Options {
     Options {
-        env: vec![("LAYERS", "false".into()), ("EXTRACT", "false".into())],
+        env: vec![
+            ("LAYERS", "false".into()),
+            ("EXTRACT", "false".into()),
+            ("EMBEDDING", "none".into()),
+        ],
         ..Options::default()
     }
 }
@@ -41,7 +49,8 @@ async fn export(app: &TestApp, t: &Tenant) -> (String, f64) {
     (stream, started.elapsed().as_secs_f64())
 }
 
-async fn import(app: &TestApp, t: &Tenant, stream: &str) -> f64 {
+/// Seconds to commit the import, and then until the target's index caught up.
+async fn import(app: &TestApp, t: &Tenant, stream: &str) -> (f64, f64) {
     let started = Instant::now();
     let response = app
         .req(Method::POST, "/v1/import", t)
@@ -53,7 +62,9 @@ async fn import(app: &TestApp, t: &Tenant, stream: &str) -> f64 {
     let status = response.status();
     let body: Value = response.json().await.unwrap_or(Value::Null);
     assert!(status.is_success(), "import: {status} {body}");
-    started.elapsed().as_secs_f64()
+    let committed = started.elapsed().as_secs_f64();
+    app.wait_indexed(INDEX_WAIT).await;
+    (committed, started.elapsed().as_secs_f64() - committed)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -75,6 +86,7 @@ async fn main() {
         source.append_ok(&t, &format!("bench-{session}"), json!(messages)).await;
     }
     eprintln!("appended {turns} turns in {:.1} s", started.elapsed().as_secs_f64());
+    source.wait_indexed(INDEX_WAIT).await;
 
     let (stream, embedded_export) = export(&source, &t).await;
     let mb = stream.len() as f64 / 1e6;
@@ -90,14 +102,15 @@ async fn main() {
         "owner: {turns} turns, {} sessions, stream {mb:.1} MB",
         turns.div_ceil(PER_SESSION)
     );
-    println!("| step | seconds | turns/s |");
-    println!("|---|---|---|");
-    for (step, seconds) in [
-        ("export from embedded (SQLite)", embedded_export),
-        ("import into cluster (Postgres)", into_cluster),
-        ("export from cluster (Postgres)", cluster_export),
-        ("import into embedded (SQLite)", into_embedded),
+    println!("| step | seconds | turns/s | then indexed in |");
+    println!("|---|---|---|---|");
+    for (step, seconds, indexed) in [
+        ("export from embedded (SQLite)", embedded_export, None),
+        ("import into cluster (Postgres)", into_cluster.0, Some(into_cluster.1)),
+        ("export from cluster (Postgres)", cluster_export, None),
+        ("import into embedded (SQLite)", into_embedded.0, Some(into_embedded.1)),
     ] {
-        println!("| {step} | {seconds:.2} | {:.0} |", rate(seconds));
+        let indexed = indexed.map_or(String::new(), |s: f64| format!("{s:.1} s"));
+        println!("| {step} | {seconds:.2} | {:.0} | {indexed} |", rate(seconds));
     }
 }

@@ -221,6 +221,55 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Streams the owner's whole memory as JSONL: a header, sessions and their turns, memories
+         *     with their history and provenance, scenes and the persona with their documents, L2/L3
+         *     provenance, and an end line that counts the lines before it (a cut stream lacks it). Not a
+         *     snapshot: what is written meanwhile may or may not be in it. If the export fails midway
+         *     the response stops before the end line, and an import refuses it.
+         */
+        get: operations["export_owner"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Loads an export stream for an owner: the caller's team (the credential's), and the agent
+         *     and user of the headers, or else the stream's. The stream is read and checked whole before
+         *     anything is written, and then written in one transaction: an invalid or truncated stream,
+         *     or one whose ids another owner holds here, writes nothing. Ids, seqs and provenance are
+         *     kept; the turns are indexed again here; turns the stream's memories were extracted from
+         *     are not extracted again. What is already here is left as it is, so importing the same
+         *     stream twice inserts nothing the second time. The body may be up to
+         *     `SEDIMENT_MAX_IMPORT_BYTES` (256 MiB by default).
+         */
+        post: operations["import_owner"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/memories": {
         parameters: {
             query?: never;
@@ -733,11 +782,27 @@ export interface components {
          * @description Every code of `ApiError::status_and_code`.
          * @enum {string}
          */
-        ErrorCode: "missing_tenant" | "malformed_json" | "unsupported_media_type" | "invalid_request" | "payload_too_large" | "too_many_items" | "not_found" | "scene_not_found" | "persona_not_found" | "unauthorized" | "forbidden" | "rate_limited" | "quota_exceeded" | "backend_unavailable" | "internal";
+        ErrorCode: "missing_tenant" | "malformed_json" | "unsupported_media_type" | "invalid_request" | "payload_too_large" | "too_many_items" | "not_found" | "scene_not_found" | "persona_not_found" | "unauthorized" | "forbidden" | "rate_limited" | "quota_exceeded" | "invalid_import" | "truncated_import" | "unsupported_export_version" | "import_conflict" | "backend_unavailable" | "internal";
         /** @description The body of `/healthz`. */
         Health: {
             /** @example ok */
             status: string;
+        };
+        /** @description What an import did. */
+        ImportView: {
+            /**
+             * @description Rows of each kind that were new here; the others were already here and were left as
+             *     they were (a second import of a stream inserts nothing).
+             */
+            inserted: {
+                [key: string]: number;
+            };
+            /** @description Lines read, the header and end line included. */
+            lines: number;
+            /** @description Rows of each kind the stream held. */
+            read: {
+                [key: string]: number;
+            };
         };
         IncomingTurn: {
             /**
@@ -1989,6 +2054,219 @@ export interface operations {
                 };
             };
             /** @description backend_unavailable: the index, the store or (for `semantic`) the embedder is down; or backend_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    export_owner: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The team. Required with auth off; with an API key the key decides the team and this may be left out (naming another team is 403). */
+                "X-Sediment-Team"?: string;
+                /** @description The agent. */
+                "X-Sediment-Agent": string;
+                /** @description The user. */
+                "X-Sediment-User": string;
+                /** @description Who acts for the tenant, for the audit log; default: the user. */
+                "X-Sediment-Actor"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream, one JSON object per line */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description missing_tenant; or missing_tenant: no team, agent or user (header or body) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no credential, or an unknown or revoked one (auth on only) */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="sediment"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the credential does not reach this route (the admin key, or a key without the permission), team or agent */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid_request: a tenant header that is not visible ASCII, or an id that is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: the team's rate limit (`SEDIMENT_RATE_LIMIT_RPS`) is spent */
+            429: {
+                headers: {
+                    /** @description Whole seconds until a retry may succeed: the team's bucket holds a request again, or its stored turns are counted again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description backend_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    import_owner: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The team. Required with auth off; with an API key the key decides the team and this may be left out (naming another team is 403). */
+                "X-Sediment-Team"?: string;
+                /** @description The agent. */
+                "X-Sediment-Agent": string;
+                /** @description The user. */
+                "X-Sediment-User": string;
+                /** @description Who acts for the tenant, for the audit log; default: the user. */
+                "X-Sediment-Actor"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description An export stream */
+        requestBody: {
+            content: {
+                "application/x-ndjson": string;
+            };
+        };
+        responses: {
+            /** @description Imported */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportView"];
+                };
+            };
+            /** @description missing_tenant: no team, agent or user (header or body) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no credential, or an unknown or revoked one (auth on only) */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="sediment"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the stream names an owner the credential does not reach; or forbidden: the credential does not reach this route (the admin key, or a key without the permission), team or agent */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description import_conflict: an id of the stream is another owner's here */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid_import (naming the line), truncated_import, or unsupported_export_version; or invalid_request: a tenant header that is not visible ASCII, or an id that is not valid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description quota_exceeded; or rate_limited: the team's rate limit (`SEDIMENT_RATE_LIMIT_RPS`) is spent */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description backend_unavailable */
             503: {
                 headers: {
                     [name: string]: unknown;
