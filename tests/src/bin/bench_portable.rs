@@ -7,7 +7,9 @@
 //! it). Turns of about 150 characters, 1,000 per session; the background layers are off, so the
 //! owner has turns and sessions only, and the index is keyword-only (`SEDIMENT_EMBEDDING=none`:
 //! embedding 100k turns takes minutes and is `bench_embed`'s subject). Each export starts once
-//! its instance has indexed everything, so no step shares the cores with indexing.
+//! its instance has indexed everything, so no step shares the cores with indexing. Beside each
+//! step: where the cores' time went (this process holds the client and the API; Postgres and
+//! RabbitMQ are their own processes).
 //!
 //! ```sh
 //! cargo run --release -p integration-tests --bin bench_portable
@@ -16,6 +18,7 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
+use integration_tests::cpu;
 use reqwest::Method;
 use serde_json::{json, Value};
 use shared::domain::Tenant;
@@ -41,16 +44,27 @@ fn options() -> Options {
     }
 }
 
-async fn export(app: &TestApp, t: &Tenant) -> (String, f64) {
+/// Where the cores' time went from `before` to now.
+fn usage_since(before: Option<cpu::Sample>) -> String {
+    before
+        .zip(cpu::Sample::now())
+        .map_or_else(String::new, |(a, b)| a.until(&b).to_string())
+}
+
+async fn export(app: &TestApp, t: &Tenant) -> (String, f64, String) {
+    let cpu = cpu::Sample::now();
     let started = Instant::now();
     let response = app.req(Method::GET, "/v1/export", t).send().await.expect("export");
     assert!(response.status().is_success(), "export: {}", response.status());
     let stream = response.text().await.expect("the stream");
-    (stream, started.elapsed().as_secs_f64())
+    let seconds = started.elapsed().as_secs_f64();
+    (stream, seconds, usage_since(cpu))
 }
 
-/// Seconds to commit the import, and then until the target's index caught up.
-async fn import(app: &TestApp, t: &Tenant, stream: &str) -> (f64, f64) {
+/// Seconds to commit the import, where the cores' time went meanwhile, and the seconds until
+/// the target's index caught up.
+async fn import(app: &TestApp, t: &Tenant, stream: &str) -> (f64, String, f64) {
+    let cpu = cpu::Sample::now();
     let started = Instant::now();
     let response = app
         .req(Method::POST, "/v1/import", t)
@@ -63,14 +77,15 @@ async fn import(app: &TestApp, t: &Tenant, stream: &str) -> (f64, f64) {
     let body: Value = response.json().await.unwrap_or(Value::Null);
     assert!(status.is_success(), "import: {status} {body}");
     let committed = started.elapsed().as_secs_f64();
+    let usage = usage_since(cpu);
     app.wait_indexed(INDEX_WAIT).await;
-    (committed, started.elapsed().as_secs_f64() - committed)
+    (committed, usage, started.elapsed().as_secs_f64() - committed)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let turns: usize = env_or("BENCH_TURNS", 100_000);
-    let source = TestApp::with(Mode::Embedded, options()).await;
+    let mut source = TestApp::with(Mode::Embedded, options()).await;
     let t = tenant();
     let filler = "we moved the quarterly planning review to thursday because the venue in the old \
                   harbour district was double booked, and everyone agreed";
@@ -88,13 +103,13 @@ async fn main() {
     eprintln!("appended {turns} turns in {:.1} s", started.elapsed().as_secs_f64());
     source.wait_indexed(INDEX_WAIT).await;
 
-    let (stream, embedded_export) = export(&source, &t).await;
+    let (stream, embedded_export, embedded_cpu) = export(&source, &t).await;
     let mb = stream.len() as f64 / 1e6;
-    let cluster = TestApp::with(Mode::Cluster, options()).await;
+    let mut cluster = TestApp::with(Mode::Cluster, options()).await;
     let into_cluster = import(&cluster, &t, &stream).await;
-    let (again, cluster_export) = export(&cluster, &t).await;
+    let (again, cluster_export, cluster_cpu) = export(&cluster, &t).await;
     assert_eq!(again.lines().count(), stream.lines().count());
-    let embedded = TestApp::with(Mode::Embedded, options()).await;
+    let mut embedded = TestApp::with(Mode::Embedded, options()).await;
     let into_embedded = import(&embedded, &t, &again).await;
 
     let rate = |seconds: f64| turns as f64 / seconds;
@@ -102,15 +117,31 @@ async fn main() {
         "owner: {turns} turns, {} sessions, stream {mb:.1} MB",
         turns.div_ceil(PER_SESSION)
     );
-    println!("| step | seconds | turns/s | then indexed in |");
-    println!("|---|---|---|---|");
-    for (step, seconds, indexed) in [
-        ("export from embedded (SQLite)", embedded_export, None),
-        ("import into cluster (Postgres)", into_cluster.0, Some(into_cluster.1)),
-        ("export from cluster (Postgres)", cluster_export, None),
-        ("import into embedded (SQLite)", into_embedded.0, Some(into_embedded.1)),
+    println!("| step | seconds | turns/s | CPU during the step | then indexed in |");
+    println!("|---|---|---|---|---|");
+    let (into_cluster, into_cluster_cpu, cluster_indexed) = into_cluster;
+    let (into_embedded, into_embedded_cpu, embedded_indexed) = into_embedded;
+    for (step, seconds, usage, indexed) in [
+        ("export from embedded (SQLite)", embedded_export, embedded_cpu, None),
+        (
+            "import into cluster (Postgres)",
+            into_cluster,
+            into_cluster_cpu,
+            Some(cluster_indexed),
+        ),
+        ("export from cluster (Postgres)", cluster_export, cluster_cpu, None),
+        (
+            "import into embedded (SQLite)",
+            into_embedded,
+            into_embedded_cpu,
+            Some(embedded_indexed),
+        ),
     ] {
         let indexed = indexed.map_or(String::new(), |s: f64| format!("{s:.1} s"));
-        println!("| {step} | {seconds:.2} | {:.0} | {indexed} |", rate(seconds));
+        println!("| {step} | {seconds:.2} | {:.0} | {usage} | {indexed} |", rate(seconds));
+    }
+    // Stopped before their data directories go, so no index flushes into a removed one.
+    for app in [&mut source, &mut cluster, &mut embedded] {
+        app.stop().await;
     }
 }
