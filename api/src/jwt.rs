@@ -2,8 +2,10 @@
 //! key when `SEDIMENT_AUTH_JWKS_FILE` or `SEDIMENT_AUTH_JWKS_URL` is set.
 //!
 //! A token is checked against the one JWKS key its header's `kid` names, with that key's one
-//! algorithm: the JWK's `alg`, else RS256 for an RSA key and ES256 for a P-256 key. Nothing else
-//! is accepted. A header whose `alg` is `none`, an HMAC algorithm or merely not its key's is
+//! algorithm: the JWK's `alg`, else RS256 for an RSA key and ES256 for a P-256 key. A token
+//! without a `kid` (some IdPs with one signing key omit it) is checked against the JWKS's only
+//! key of the header's algorithm, and refused when there are several: sediment never tries keys
+//! in turn. Nothing else is accepted. A header whose `alg` is `none`, an HMAC algorithm or merely not its key's is
 //! refused before any signature check, so a public key can never serve as an HMAC secret.
 //! `exp` is required and `nbf` honoured, both with [`LEEWAY`] for clock skew; `iss` and `aud`
 //! must match when configured (and must then be present).
@@ -148,21 +150,38 @@ impl TokenVerifier {
                 header.alg
             )));
         }
-        let kid = header
-            .kid
-            .as_deref()
-            .ok_or_else(|| invalid("its header names no key (kid)"))?;
-        let key = self
-            .jwks
-            .key(kid)
-            .await
-            .ok_or_else(|| invalid(&format!("key {kid:?} is not one of the identity provider's")))?;
-        if header.alg != key.alg {
-            return Err(invalid(&format!(
-                "alg {:?} is not the algorithm of key {kid:?} ({:?})",
-                header.alg, key.alg
-            )));
-        }
+        let key = match header.kid.as_deref() {
+            Some(kid) => {
+                let key = self
+                    .jwks
+                    .key(kid)
+                    .await
+                    .ok_or_else(|| invalid(&format!("key {kid:?} is not one of the identity provider's")))?;
+                if header.alg != key.alg {
+                    return Err(invalid(&format!(
+                        "alg {:?} is not the algorithm of key {kid:?} ({:?})",
+                        header.alg, key.alg
+                    )));
+                }
+                key
+            }
+            None => match self.jwks.only_key(header.alg).await {
+                Ok(key) => key,
+                Err(0) => {
+                    return Err(invalid(&format!(
+                        "its header names no key (kid), and the identity provider has no {:?} key",
+                        header.alg
+                    )))
+                }
+                Err(n) => {
+                    return Err(invalid(&format!(
+                        "its header names no key (kid), and the identity provider has {n} {:?} keys: \
+                         the token must name its kid",
+                        header.alg
+                    )))
+                }
+            },
+        };
         let (_, validation) = self
             .validations
             .iter()
@@ -247,11 +266,30 @@ struct VerifyingKey {
     key: DecodingKey,
 }
 
-/// The keys last read, by `kid`, and when.
+/// The keys last read, and when.
 #[derive(Default)]
 struct KeySet {
-    keys: HashMap<String, Arc<VerifyingKey>>,
+    keys: Keys,
     read_at: Option<Instant>,
+}
+
+/// The usable keys of a JWKS: those with a `kid` by it, and every one (with a `kid` or not).
+#[derive(Default)]
+struct Keys {
+    by_kid: HashMap<String, Arc<VerifyingKey>>,
+    all: Vec<Arc<VerifyingKey>>,
+}
+
+impl Keys {
+    /// The one key of `alg`, or how many there are when that is not one.
+    fn only(&self, alg: Algorithm) -> Result<Arc<VerifyingKey>, usize> {
+        let mut of_alg = self.all.iter().filter(|key| key.alg == alg);
+        match (of_alg.next(), of_alg.count()) {
+            (Some(key), 0) => Ok(key.clone()),
+            (None, _) => Err(0),
+            (Some(_), more) => Err(1 + more),
+        }
+    }
 }
 
 /// The IdP's keys, cached; see the module docs for when they are read again.
@@ -291,16 +329,37 @@ impl Jwks {
 
     async fn key(self: &Arc<Self>, kid: &str) -> Option<Arc<VerifyingKey>> {
         let set = self.snapshot();
-        if let Some(key) = set.keys.get(kid) {
-            if set.read_at.is_none_or(|at| at.elapsed() >= self.refresh) {
-                self.refresh_in_background();
-            }
+        if let Some(key) = set.keys.by_kid.get(kid) {
+            self.refresh_when_due(&set);
             return Some(key.clone());
         }
         // An unknown kid may be a rotation the cache has not seen: read once (if the cool-down
         // allows), waiting for it, and look again.
         self.refresh().await;
-        self.snapshot().keys.get(kid).cloned()
+        self.snapshot().keys.by_kid.get(kid).cloned()
+    }
+
+    /// The JWKS's only key of `alg` (see the module docs), or how many it has.
+    async fn only_key(self: &Arc<Self>, alg: Algorithm) -> Result<Arc<VerifyingKey>, usize> {
+        let set = self.snapshot();
+        match set.keys.only(alg) {
+            Ok(key) => {
+                self.refresh_when_due(&set);
+                Ok(key)
+            }
+            // None yet may be a rotation, as for an unknown kid; several stay several.
+            Err(0) => {
+                self.refresh().await;
+                self.snapshot().keys.only(alg)
+            }
+            Err(n) => Err(n),
+        }
+    }
+
+    fn refresh_when_due(self: &Arc<Self>, set: &KeySet) {
+        if set.read_at.is_none_or(|at| at.elapsed() >= self.refresh) {
+            self.refresh_in_background();
+        }
     }
 
     fn refresh_in_background(self: &Arc<Self>) {
@@ -326,9 +385,11 @@ impl Jwks {
         match self.read().await {
             Ok(keys) => {
                 let before = self.snapshot();
-                if before.keys.len() != keys.len() || keys.keys().any(|kid| !before.keys.contains_key(kid)) {
-                    let kids: Vec<&str> = keys.keys().map(String::as_str).collect();
-                    tracing::info!(?kids, "read the identity provider's keys");
+                if before.keys.all.len() != keys.all.len()
+                    || keys.by_kid.keys().any(|kid| !before.keys.by_kid.contains_key(kid))
+                {
+                    let kids: Vec<&str> = keys.by_kid.keys().map(String::as_str).collect();
+                    tracing::info!(?kids, keys = keys.all.len(), "read the identity provider's keys");
                 }
                 let set = KeySet {
                     keys,
@@ -342,7 +403,7 @@ impl Jwks {
         }
     }
 
-    async fn read(&self) -> anyhow::Result<HashMap<String, Arc<VerifyingKey>>> {
+    async fn read(&self) -> anyhow::Result<Keys> {
         let bytes = match &self.source {
             JwksSource::File(path) => {
                 let path = path.clone();
@@ -381,34 +442,35 @@ impl Jwks {
     }
 }
 
-/// The usable keys of a JWKS document, by `kid`. Keys sediment cannot use (encryption keys,
-/// other algorithms, no `kid`) are skipped, so an IdP may publish them; a document with no
-/// usable key at all is an error, which keeps the previous keys.
-fn parse_jwks(bytes: &[u8]) -> anyhow::Result<HashMap<String, Arc<VerifyingKey>>> {
+/// The usable keys of a JWKS document. Keys sediment cannot use (encryption keys, other
+/// algorithms) are skipped, so an IdP may publish them; a key without a `kid` serves only tokens
+/// without one. A document with no usable key at all is an error, which keeps the previous keys.
+fn parse_jwks(bytes: &[u8]) -> anyhow::Result<Keys> {
     #[derive(serde::Deserialize)]
     struct Document {
         keys: Vec<Value>,
     }
     let document: Document = serde_json::from_slice(bytes).context("parse the JWKS document")?;
-    let mut keys = HashMap::new();
+    let mut keys = Keys::default();
     for key in document.keys {
         match usable_key(key) {
             Ok((kid, key)) => {
-                keys.insert(kid, Arc::new(key));
+                let key = Arc::new(key);
+                keys.all.push(key.clone());
+                if let Some(kid) = kid {
+                    keys.by_kid.insert(kid, key);
+                }
             }
             Err(reason) => tracing::debug!(reason, "skipped a key of the JWKS"),
         }
     }
-    anyhow::ensure!(
-        !keys.is_empty(),
-        "the JWKS holds no usable key (RS256 or ES256 with a kid)"
-    );
+    anyhow::ensure!(!keys.all.is_empty(), "the JWKS holds no usable key (RS256 or ES256)");
     Ok(keys)
 }
 
-fn usable_key(value: Value) -> Result<(String, VerifyingKey), &'static str> {
+fn usable_key(value: Value) -> Result<(Option<String>, VerifyingKey), &'static str> {
     let jwk: Jwk = serde_json::from_value(value).map_err(|_| "not a JWK this library reads")?;
-    let kid = jwk.common.key_id.clone().ok_or("no kid")?;
+    let kid = jwk.common.key_id.clone();
     if !matches!(jwk.common.public_key_use, None | Some(PublicKeyUse::Signature)) {
         return Err("not a signing key (use)");
     }
@@ -481,9 +543,18 @@ mod tests {
     fn only_signing_keys_of_the_accepted_algorithms_are_kept() {
         let verifier = verifier();
         let set = verifier.jwks.snapshot();
-        assert_eq!(set.keys.keys().collect::<Vec<_>>(), ["ec"]);
-        assert_eq!(set.keys["ec"].alg, Algorithm::ES256);
+        assert_eq!(set.keys.by_kid.keys().collect::<Vec<_>>(), ["ec"]);
+        assert_eq!(set.keys.by_kid["ec"].alg, Algorithm::ES256);
+        assert_eq!(set.keys.all.len(), 1);
         assert!(parse_jwks(br#"{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0"}]}"#).is_err());
+        // A key without a kid is kept for tokens without one.
+        let unnamed = parse_jwks(
+            br#"{"keys":[{"kty":"EC","crv":"P-256","x":"axfR8uEsQkf4vOblY6RA8ncDfYEt6zOg9KE5RdiYwpY","y":"T-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU"}]}"#,
+        )
+        .unwrap();
+        assert!(unnamed.by_kid.is_empty());
+        assert_eq!(unnamed.only(Algorithm::ES256).map(|key| key.alg), Ok(Algorithm::ES256));
+        assert_eq!(unnamed.only(Algorithm::RS256).err(), Some(0));
     }
 
     #[test]
@@ -521,14 +592,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn headers_that_are_not_rs256_or_es256_with_a_known_kid_are_refused() {
+    async fn headers_that_are_not_rs256_or_es256_with_a_known_or_only_key_are_refused() {
         let part = |v: Value| b64(v.to_string().as_bytes());
         let claims = part(json!({ "team": "acme", "exp": 4_102_444_800u64 }));
         let verifier = verifier();
         for (header, why) in [
             (json!({ "alg": "none", "kid": "ec" }), "header"),
             (json!({ "alg": "HS256", "kid": "ec" }), "not accepted"),
-            (json!({ "alg": "ES256" }), "kid"),
+            // No kid: the only ES256 key is tried (and the signature is wrong); there is no
+            // RS256 key at all.
+            (json!({ "alg": "ES256" }), "signature"),
+            (
+                json!({ "alg": "RS256" }),
+                "names no key (kid), and the identity provider has no RS256 key",
+            ),
             (json!({ "alg": "RS256", "kid": "ec" }), "not the algorithm"),
             (json!({ "alg": "ES256", "kid": "hmac" }), "not one of"),
             (json!({ "alg": "ES256", "kid": "ec" }), "signature"),

@@ -30,6 +30,8 @@ struct IdpKey {
 
 static RSA: LazyLock<IdpKey> = LazyLock::new(|| rsa_key("rsa-1"));
 static EC: LazyLock<IdpKey> = LazyLock::new(|| ec_key("ec-1"));
+/// Another RSA key: not published, or published beside `RSA`.
+static RSA_2: LazyLock<IdpKey> = LazyLock::new(|| rsa_key("rsa-2"));
 
 fn openssl(args: &[&str]) -> Vec<u8> {
     let out = Command::new("openssl").args(args).output().expect("run openssl");
@@ -124,6 +126,11 @@ fn sign_as(key: &IdpKey, kid: &str, claims: &Value) -> String {
     let mut header = Header::new(key.alg);
     header.kid = Some(kid.to_owned());
     jsonwebtoken::encode(&header, claims, &key.signer).expect("sign")
+}
+
+/// Signed by `key` with no `kid` in the header.
+fn sign_without_kid(key: &IdpKey, claims: &Value) -> String {
+    jsonwebtoken::encode(&Header::new(key.alg), claims, &key.signer).expect("sign")
 }
 
 fn jwks(keys: &[&IdpKey]) -> Value {
@@ -346,7 +353,8 @@ async fn tokens_decide_the_team_and_pin_what_their_claims_name() {
             // An RS256 header on the EC key's kid: the key decides the algorithm.
             ("alg mismatch", sign_as(&RSA, EC.kid, &valid), "not the algorithm"),
             ("unknown kid", sign_as(&RSA, "no-such-key", &valid), "not one of"),
-            ("no kid", "eyJhbGciOiJSUzI1NiJ9.bm90IGpzb24.c2ln".to_owned(), "kid"),
+            // No kid: checked against the only RS256 key, which did not sign it.
+            ("no kid, another signer", sign_without_kid(&RSA_2, &valid), "signature"),
         ];
         for (case, token, reason) in cases {
             let (status, body) = send(as_agent(call(&app, Method::GET, "/v1/memories", &token), &t)).await;
@@ -480,6 +488,65 @@ async fn a_jwks_url_is_cached_refreshed_on_rotation_and_outlives_the_idp() {
     );
     app.stop().await;
     eprintln!("jwt url: {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_token_without_kid_is_checked_against_the_only_key_of_its_algorithm() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant();
+    let valid = claims(&t.team);
+    // The RSA key published without its kid: it serves tokens without one, and no kid names it.
+    let mut unnamed = RSA.jwk.clone();
+    unnamed.as_object_mut().unwrap().remove("kid");
+    // A token, the status it gets, and what the refusal says.
+    type Expect = (String, StatusCode, &'static str);
+    let cases: [(&str, Value, Vec<Expect>); 2] = [
+        (
+            "one key per algorithm",
+            json!({ "keys": [unnamed, EC.jwk.clone()] }),
+            vec![
+                (sign_without_kid(&RSA, &valid), StatusCode::OK, ""),
+                (sign_without_kid(&EC, &valid), StatusCode::OK, ""),
+                (sign_without_kid(&RSA_2, &valid), StatusCode::UNAUTHORIZED, "signature"),
+                (sign(&RSA, &valid), StatusCode::UNAUTHORIZED, "not one of"),
+            ],
+        ),
+        (
+            "two RSA keys",
+            jwks(&[&RSA, &RSA_2, &EC]),
+            vec![
+                (
+                    sign_without_kid(&RSA, &valid),
+                    StatusCode::UNAUTHORIZED,
+                    "has 2 RS256 keys: the token must name its kid",
+                ),
+                (sign(&RSA_2, &valid), StatusCode::OK, ""),
+                (sign_without_kid(&EC, &valid), StatusCode::OK, ""),
+            ],
+        ),
+    ];
+    for (name, document, tokens) in cases {
+        let file = dir.path().join(format!("{}.json", name.replace(' ', "-")));
+        std::fs::write(&file, document.to_string()).unwrap();
+        let mut app = app_with(
+            Mode::Embedded,
+            vec![
+                ("AUTH_JWKS_FILE", path(&file).to_owned()),
+                ("AUTH_JWT_ISSUER", ISSUER.to_owned()),
+                ("AUTH_JWT_AUDIENCE", AUDIENCE.to_owned()),
+            ],
+        )
+        .await;
+        for (i, (token, expected, reason)) in tokens.into_iter().enumerate() {
+            let (status, body) = send(as_agent(call(&app, Method::GET, "/v1/memories", &token), &t)).await;
+            assert_eq!(status, expected, "{name}, token {i}: {body}");
+            if expected != StatusCode::OK {
+                let message = body["message"].as_str().unwrap_or_default();
+                assert!(message.contains(reason), "{name}, token {i}: {message}");
+            }
+        }
+        app.stop().await;
+    }
 }
 
 /// Starts the embedded API on `addr` with `AUTH_JWKS_FILE` and no other auth setting; returns
