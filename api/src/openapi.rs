@@ -363,6 +363,9 @@ pub enum SourceDoc {
         seq: i64,
         role: RoleDoc,
         created_at: DateTime<Utc>,
+        /// The turn's task; `null` when it has none.
+        #[schema(required = true)]
+        task: Option<String>,
     },
     Memory {
         session_id: String,
@@ -374,6 +377,9 @@ pub enum SourceDoc {
         occurred_at: Option<String>,
         source_message_ids: Vec<Uuid>,
         created_at: DateTime<Utc>,
+        /// The memory's task; `null` when it has none.
+        #[schema(required = true)]
+        task: Option<String>,
     },
 }
 

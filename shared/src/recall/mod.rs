@@ -90,6 +90,8 @@ pub enum Source {
         seq: i64,
         role: &'static str,
         created_at: DateTime<Utc>,
+        /// The turn's task, `None` when it has none.
+        task: Option<String>,
     },
     Memory {
         session_id: String,
@@ -99,6 +101,8 @@ pub enum Source {
         occurred_at: Option<String>,
         source_message_ids: Vec<Uuid>,
         created_at: DateTime<Utc>,
+        /// The memory's task, `None` when it has none.
+        task: Option<String>,
     },
 }
 
@@ -578,6 +582,7 @@ fn into_item(candidate: Candidate) -> RecallItem {
                     seq: turn.seq,
                     role: turn.role.as_str(),
                     created_at: turn.created_at,
+                    task: turn.task,
                 },
             }
         }
@@ -594,6 +599,7 @@ fn into_item(candidate: Candidate) -> RecallItem {
                 occurred_at: memory.occurred_at,
                 source_message_ids: memory.source_message_ids,
                 created_at: memory.created_at,
+                task: memory.task,
             },
         },
     }

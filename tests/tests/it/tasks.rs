@@ -210,6 +210,10 @@ async fn tasks_narrow_turns_memories_and_recall(mode: Mode) {
     assert!(!contents.is_empty(), "{narrowed}");
     assert!(contents.iter().all(|c| c.contains("Beijing")), "{narrowed}");
     assert_eq!(narrowed["dynamic"][0]["kind"], "memory", "{narrowed}");
+    // Each item says its task, memories and turns alike.
+    for item in narrowed["dynamic"].as_array().unwrap() {
+        assert_eq!(item["source"]["task"], TASK_A, "{item}");
+    }
     let everything = app.recall_ok(&t, recall(None)).await;
     for city in ["Beijing", "Shanghai", "Hangzhou", "Shenzhen"] {
         assert!(everything["dynamic"].to_string().contains(city), "{city}: {everything}");

@@ -1098,6 +1098,8 @@ export interface components {
             /** Format: int64 */
             seq: number;
             session_id: string;
+            /** @description The turn's task; `null` when it has none. */
+            task: string | null;
             /** @enum {string} */
             type: "turn";
         } | {
@@ -1110,6 +1112,8 @@ export interface components {
             scene: string | null;
             session_id: string;
             source_message_ids: string[];
+            /** @description The memory's task; `null` when it has none. */
+            task: string | null;
             /** @enum {string} */
             type: "memory";
         };
