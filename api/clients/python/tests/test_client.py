@@ -4,6 +4,7 @@ API's code, retries that honour Retry-After, and the models checked against /ope
 import asyncio
 import dataclasses
 import http.server
+import json
 import threading
 import time
 
@@ -79,8 +80,12 @@ def test_every_call_round_trips(server, team):
         assert found.items[0].session_id == "py-1" and found.items[0].score > 0
         page = until(memory.memories, lambda p: any("DBA" in m.content for m in p.items))
         memory_id = next(m.id for m in page.items if "DBA" in m.content)
-        hits = memory.search_memories("Ibisford DBA", limit=3)
-        assert hits.items[0].id == memory_id and hits.strategy == "keyword"
+        # Listed from the store at once, searchable once the memory index applied its outbox.
+        hits = until(
+            lambda: memory.search_memories("Ibisford DBA", limit=3),
+            lambda r: bool(r.items) and r.items[0].id == memory_id,
+        )
+        assert hits.strategy == "keyword"
         recalled = memory.recall("who runs the Ibisford payments database?", session_id="py-1")
         assert any(item.id == memory_id for item in recalled.dynamic)
         assert "Ibisford" in recalled.context() and recalled.stable.tools_guide
@@ -108,6 +113,23 @@ async def test_the_async_client_makes_the_same_calls(server, team):
         with pytest.raises(NotFound) as missing:
             await memory.persona()
         assert missing.value.code == "persona_not_found"
+
+
+def test_an_owner_exports_and_imports(server, team):
+    with Client(server.base, api_key=server.key(team), agent="py", user="cy") as memory:
+        memory.append("py-move", [{"role": "user", "content": "The Ternwick archive moved to Oslo."}])
+        stream = memory.export_owner()
+        lines = [json.loads(line) for line in stream.splitlines()]
+        assert lines[0]["kind"] == "header" and lines[0]["version"] == 1, lines[0]
+        assert lines[-1] == {"kind": "end", "counts": lines[-1]["counts"]} and lines[-1]["counts"]["turn"] == 1
+        # Into the same owner: everything is already there, so nothing is inserted.
+        again = memory.import_owner(stream)
+        assert again.lines == len(lines) and again.read["turn"] == 1 and again.inserted["turn"] == 0, again
+        assert not any(again.inserted.values()), again
+        # A stream cut before its end line is refused, with the API's code.
+        with pytest.raises(InvalidRequest) as cut:
+            memory.import_owner("\n".join(stream.splitlines()[:-1]).encode("utf-8"))
+        assert (cut.value.code, cut.value.status) == ("truncated_import", 422)
 
 
 def test_errors_are_typed_with_the_api_code(server, team):

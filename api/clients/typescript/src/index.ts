@@ -199,7 +199,24 @@ export class Client {
     return this.call<Persona>("GET", "/v1/persona");
   }
 
-  private async call<T>(method: string, path: string, options: { body?: unknown; query?: Query } = {}): Promise<T> {
+  /**
+   * The owner's whole memory as an export stream (JSONL, format version 1), for `importOwner`
+   * here or on another sediment. Its last line is the `end` line; a stream without it was cut.
+   */
+  exportOwner(): Promise<string> {
+    return this.call<string>("GET", "/v1/export", { raw: true });
+  }
+
+  /** Loads an export stream for the owner, in one transaction. */
+  importOwner(stream: string) {
+    return this.call<Schemas["ImportView"]>("POST", "/v1/import", { ndjson: stream });
+  }
+
+  private async call<T>(
+    method: string,
+    path: string,
+    options: { body?: unknown; query?: Query; ndjson?: string; raw?: boolean } = {},
+  ): Promise<T> {
     const query = Object.entries(options.query ?? {})
       .filter(([, v]) => v !== undefined)
       .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
@@ -207,17 +224,19 @@ export class Client {
     const url = `${this.baseUrl}${path}${query ? `?${query}` : ""}`;
     const headers: Record<string, string> = { ...this.headers };
     if (options.body !== undefined) headers["content-type"] = "application/json";
+    if (options.ndjson !== undefined) headers["content-type"] = "application/x-ndjson";
+    const body = options.ndjson ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
     for (let attempt = 0; ; attempt++) {
       let error: SedimentError;
       try {
         const response = await this.fetch(url, {
           method,
           headers,
-          body: options.body === undefined ? undefined : JSON.stringify(options.body),
+          body,
           signal: AbortSignal.timeout(this.timeoutMs),
         });
         const text = await response.text();
-        if (response.ok) return (text ? JSON.parse(text) : null) as T;
+        if (response.ok) return (options.raw ? text : text ? JSON.parse(text) : null) as T;
         error = errorOf(response, text);
       } catch (e) {
         if (e instanceof SedimentError) throw e;

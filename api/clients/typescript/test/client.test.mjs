@@ -135,7 +135,11 @@ test("every call round-trips", async () => {
     (p) => p.items.some((m) => m.content.includes("DBA")),
   );
   const id = page.items.find((m) => m.content.includes("DBA")).id;
-  const hits = await memory.searchMemories("Kestrelton DBA", { limit: 3 });
+  // Listed from the store at once, searchable once the memory index applied its outbox.
+  const hits = await until(
+    () => memory.searchMemories("Kestrelton DBA", { limit: 3 }),
+    (r) => r.items.length > 0 && r.items[0].id === id,
+  );
   assert.equal(hits.items[0].id, id);
   const recalled = await memory.recall("who runs the Kestrelton payments database?", { sessionId: "ts-1" });
   assert.ok(recalled.dynamic.some((item) => item.id === id));
@@ -146,6 +150,25 @@ test("every call round-trips", async () => {
   await memory.deleteMemory(id);
   await assert.rejects(memory.memory(id), (e) => e instanceof SedimentError && e.status === 404 && e.code === "not_found");
   await assert.rejects(memory.persona(), (e) => e.code === "persona_not_found");
+});
+
+test("an owner exports and imports", async () => {
+  const memory = new Client({ baseUrl: server.base, apiKey: await server.key(team()), agent: "ts", user: "cy" });
+  await memory.append("ts-move", [{ role: "user", content: "The Ternwick archive moved to Oslo." }]);
+  const stream = await memory.exportOwner();
+  const lines = stream.trimEnd().split("\n").map((line) => JSON.parse(line));
+  assert.equal(lines[0].kind, "header");
+  assert.equal(lines[0].version, 1);
+  assert.equal(lines.at(-1).kind, "end");
+  assert.equal(lines.at(-1).counts.turn, 1);
+  // Into the same owner: everything is already there, so nothing is inserted.
+  const again = await memory.importOwner(stream);
+  assert.equal(again.lines, lines.length);
+  assert.equal(again.read.turn, 1);
+  assert.ok(Object.values(again.inserted).every((n) => n === 0), JSON.stringify(again));
+  // A stream cut before its end line is refused, with the API's code.
+  const cut = stream.trimEnd().split("\n").slice(0, -1).join("\n");
+  await assert.rejects(memory.importOwner(cut), (e) => e.status === 422 && e.code === "truncated_import");
 });
 
 test("errors carry the API's code", async () => {

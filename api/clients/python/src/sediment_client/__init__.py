@@ -22,6 +22,7 @@ from .errors import (
 )
 from .models import (
     AppendedTurn,
+    ImportResult,
     Issue,
     Memory,
     MemoryHit,
@@ -45,6 +46,7 @@ __all__ = [
     "Client",
     "Conflict",
     "Forbidden",
+    "ImportResult",
     "InvalidRequest",
     "Issue",
     "Memory",

@@ -19,6 +19,7 @@ import httpx
 from . import errors
 from .models import (
     AppendedTurn,
+    ImportResult,
     Memory,
     MemoryPage,
     MemorySearchResult,
@@ -37,6 +38,10 @@ MAX_WAIT_S = 30.0
 Message = Mapping[str, Any]
 
 
+#: The media type of an export stream.
+NDJSON = "application/x-ndjson"
+
+
 def _segment(value: str) -> str:
     return quote(value, safe="")
 
@@ -48,12 +53,31 @@ def _drop_none(values: Mapping[str, Any]) -> Dict[str, Any]:
 class _Call:
     """One API call: what to send and how to read the answer."""
 
-    def __init__(self, method: str, path: str, parse: Callable[[Any], Any], json: Any = None, params: Any = None):
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        parse: Callable[[Any], Any],
+        json: Any = None,
+        params: Any = None,
+        content: Optional[bytes] = None,
+        raw: bool = False,
+    ):
         self.method = method
         self.path = path
         self.parse = parse
         self.json = json
         self.params = params
+        #: A body that is not JSON (an export stream), sent as NDJSON.
+        self.content = content
+        #: The answer is text, not JSON (an export stream).
+        self.raw = raw
+
+    def request(self) -> Dict[str, Any]:
+        """The keyword arguments of httpx's `request` for this call."""
+        if self.content is not None:
+            return {"content": self.content, "params": self.params, "headers": {"content-type": NDJSON}}
+        return {"json": self.json, "params": self.params}
 
 
 def _error(response: httpx.Response) -> errors.SedimentError:
@@ -195,6 +219,13 @@ class _Calls:
     def persona(self) -> _Call:
         return _Call("GET", "/v1/persona", Persona.from_dict)
 
+    def export_owner(self) -> _Call:
+        return _Call("GET", "/v1/export", str, raw=True)
+
+    def import_owner(self, stream: Any) -> _Call:
+        content = stream.encode("utf-8") if isinstance(stream, str) else bytes(stream)
+        return _Call("POST", "/v1/import", ImportResult.from_dict, content=content)
+
 
 class _Base:
     def __init__(
@@ -224,6 +255,8 @@ class _Base:
     def _read(call: _Call, response: httpx.Response) -> Any:
         if response.status_code >= 400:
             raise _error(response)
+        if call.raw:
+            return call.parse(response.text)
         return call.parse(response.json() if response.content else None)
 
 
@@ -247,7 +280,7 @@ class Client(_Base):
         attempt = 0
         while True:
             try:
-                response = self._http.request(call.method, call.path, json=call.json, params=call.params)
+                response = self._http.request(call.method, call.path, **call.request())
                 return self._read(call, response)
             except httpx.TransportError as e:
                 error: errors.SedimentError = errors.Unreachable(0, "unreachable", str(e))
@@ -300,6 +333,15 @@ class Client(_Base):
     def persona(self) -> Persona:
         return self._send(self._calls.persona())
 
+    def export_owner(self) -> str:
+        """The owner's whole memory as an export stream (JSONL, format version 1), for
+        `import_owner` here or on another sediment. Check that its last line is the `end` line."""
+        return self._send(self._calls.export_owner())
+
+    def import_owner(self, stream: Any) -> ImportResult:
+        """Loads an export stream (`str` or `bytes`) for the owner, in one transaction."""
+        return self._send(self._calls.import_owner(stream))
+
 
 class AsyncClient(_Base):
     """The same calls as `Client`, awaited. Use it as an async context manager, or `await aclose()`."""
@@ -321,7 +363,7 @@ class AsyncClient(_Base):
         attempt = 0
         while True:
             try:
-                response = await self._http.request(call.method, call.path, json=call.json, params=call.params)
+                response = await self._http.request(call.method, call.path, **call.request())
                 return self._read(call, response)
             except httpx.TransportError as e:
                 error: errors.SedimentError = errors.Unreachable(0, "unreachable", str(e))
@@ -370,6 +412,12 @@ class AsyncClient(_Base):
 
     async def persona(self) -> Persona:
         return await self._send(self._calls.persona())
+
+    async def export_owner(self) -> str:
+        return await self._send(self._calls.export_owner())
+
+    async def import_owner(self, stream: Any) -> ImportResult:
+        return await self._send(self._calls.import_owner(stream))
 
 
 __all__: Tuple[str, ...] = ("Client", "AsyncClient")

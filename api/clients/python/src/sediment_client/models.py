@@ -200,6 +200,17 @@ class Persona(Model):
     provenance: List[Dict[str, Any]]
 
 
+@dataclass
+class ImportResult(Model):
+    SCHEMA: ClassVar[str] = "ImportView"
+    #: Lines read, the header and end line included.
+    lines: int
+    #: Rows of each kind the stream held.
+    read: Dict[str, int]
+    #: Rows of each kind that were new; a second import of a stream inserts nothing.
+    inserted: Dict[str, int]
+
+
 #: Every model, for the test that checks them against the OpenAPI document.
 ALL: Tuple[Type[Model], ...] = (
     AppendedTurn,
@@ -217,4 +228,5 @@ ALL: Tuple[Type[Model], ...] = (
     Scene,
     SceneDetail,
     Persona,
+    ImportResult,
 )
