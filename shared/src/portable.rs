@@ -523,10 +523,13 @@ impl Portability {
             lines,
         } = parsed;
         own(&mut rows, tenant);
+        let sessions = rows.sessions.iter().map(|s| (s.id.clone(), s.last_seq)).collect();
 
         // Documents first: a scene or persona the target already holds keeps its own.
         let mut written = Vec::new();
         let result = async {
+            // Moved in, and on to the store: the rows of a large stream are never copied.
+            let mut rows = rows;
             for scene in &mut rows.scenes {
                 scene.object_key = paths::scene_key(tenant, scene.id);
                 let Some(document) = documents.get(&scene.id) else {
@@ -551,7 +554,7 @@ impl Portability {
                     _ => persona.object_key = None,
                 }
             }
-            match self.portable.import_owner(tenant, &rows).await? {
+            match self.portable.import_owner(tenant, rows).await? {
                 ImportOutcome::Imported(inserted) => Ok(inserted),
                 ImportOutcome::Conflict(what) => Err(ImportError::Conflict(what)),
             }
@@ -562,7 +565,7 @@ impl Portability {
                 lines,
                 read,
                 inserted,
-                sessions: rows.sessions.iter().map(|s| (s.id.clone(), s.last_seq)).collect(),
+                sessions,
             }),
             Err(e) => {
                 for key in written {

@@ -97,7 +97,7 @@ pub trait PortableStore: Send + Sync + 'static {
     /// unless the target has built one. Each session's extraction cursor moves up to its
     /// `extracted_through`; its index cursor is left alone, so the index worker indexes the new
     /// turns. A session's `last_seq` becomes the larger of the stored and the imported one.
-    async fn import_owner(&self, tenant: &Tenant, rows: &OwnerRows) -> StoreResult<ImportOutcome>;
+    async fn import_owner(&self, tenant: &Tenant, rows: OwnerRows) -> StoreResult<ImportOutcome>;
 }
 
 /// Finds the first row of `expected` that the target does not hold as the owner's after the

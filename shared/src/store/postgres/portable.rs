@@ -152,10 +152,10 @@ impl PortableStore for PostgresStore {
     }
 
     #[instrument(skip_all, fields(turns = rows.turns.len(), memories = rows.memories.len()))]
-    async fn import_owner(&self, tenant: &Tenant, rows: &OwnerRows) -> StoreResult<ImportOutcome> {
+    async fn import_owner(&self, tenant: &Tenant, rows: OwnerRows) -> StoreResult<ImportOutcome> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_error)?;
-        let outcome = import(&tx, tenant, rows).await?;
+        let outcome = import(&tx, tenant, &rows).await?;
         if matches!(outcome, ImportOutcome::Imported(_)) {
             tx.commit().await.map_err(pg_error)?;
         }

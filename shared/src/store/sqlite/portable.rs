@@ -146,8 +146,8 @@ impl PortableStore for SqliteStore {
     }
 
     #[instrument(skip_all, fields(turns = rows.turns.len(), memories = rows.memories.len()))]
-    async fn import_owner(&self, tenant: &Tenant, rows: &OwnerRows) -> StoreResult<ImportOutcome> {
-        let (t, rows) = (tenant.clone(), rows.clone());
+    async fn import_owner(&self, tenant: &Tenant, rows: OwnerRows) -> StoreResult<ImportOutcome> {
+        let t = tenant.clone();
         self.run(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let outcome = import(&tx, &t, &rows)?;
