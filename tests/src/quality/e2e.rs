@@ -251,6 +251,14 @@ impl Channel {
 }
 
 /// Hits of a set of questions at each cut-off of `KS`.
+/// The 1-based rank of the first item that stands for an evidence turn.
+fn first_hit(ranked: &[Vec<Uuid>], evidence: &[Uuid]) -> Option<usize> {
+    ranked
+        .iter()
+        .position(|ids| ids.iter().any(|id| evidence.contains(id)))
+        .map(|p| p + 1)
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tally {
     pub questions: usize,
@@ -263,10 +271,7 @@ impl Tally {
     /// Scores one question: `ranked[i]` is the set of dataset turn ids item `i` stands for.
     pub fn add(&mut self, ranked: &[Vec<Uuid>], evidence: &[Uuid]) {
         self.questions += 1;
-        let first = ranked
-            .iter()
-            .position(|ids| ids.iter().any(|id| evidence.contains(id)))
-            .map(|p| p + 1);
+        let first = first_hit(ranked, evidence);
         for (i, k) in KS.into_iter().enumerate() {
             if first.is_some_and(|r| r <= k) {
                 self.hits[i] += 1;
@@ -321,6 +326,9 @@ pub struct Report {
     /// (channel, kind or "all") -> tally.
     pub tallies: BTreeMap<(Channel, String), Tally>,
     pub stats: BTreeMap<Channel, ChannelStats>,
+    /// (question index, channel) -> rank of the first hit (1-based), for paired comparisons
+    /// of two runs question by question.
+    pub first_hits: BTreeMap<(usize, Channel), Option<usize>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -389,7 +397,7 @@ pub async fn run(set: &E2eSet, options: &RunOptions) -> anyhow::Result<Report> {
     eprintln!("indexed in {index_seconds:.0} s, extracted {memories} memories in {extract_seconds:.0} s more");
 
     let start = Instant::now();
-    let (tallies, stats) = ask(&app, set, &ids).await?;
+    let (tallies, stats, first_hits) = ask(&app, set, &ids).await?;
     let query_seconds = start.elapsed().as_secs_f64();
     Ok(Report {
         dataset: set.name.clone(),
@@ -405,6 +413,7 @@ pub async fn run(set: &E2eSet, options: &RunOptions) -> anyhow::Result<Report> {
         query_seconds,
         tallies,
         stats,
+        first_hits,
     })
 }
 
@@ -579,12 +588,13 @@ async fn query(
 }
 
 type Tallies = BTreeMap<(Channel, String), Tally>;
+type FirstHits = BTreeMap<(usize, Channel), Option<usize>>;
 
 async fn ask(
     app: &TestApp,
     set: &E2eSet,
     ids: &HashMap<Uuid, Uuid>,
-) -> anyhow::Result<(Tallies, BTreeMap<Channel, ChannelStats>)> {
+) -> anyhow::Result<(Tallies, BTreeMap<Channel, ChannelStats>, FirstHits)> {
     let jobs: Vec<(usize, Channel)> = (0..set.questions.len())
         .flat_map(|q| Channel::ALL.into_iter().map(move |c| (q, c)))
         .collect();
@@ -599,12 +609,14 @@ async fn ask(
         })
         .buffer_unordered(CONCURRENCY);
     let mut tallies = Tallies::new();
+    let mut first_hits = FirstHits::new();
     let mut stats: BTreeMap<Channel, ChannelStats> = BTreeMap::new();
     let mut done = 0;
     let start = Instant::now();
     while let Some(answer) = answers.next().await {
         let (q, channel, answer) = answer?;
         let question = &set.questions[q];
+        first_hits.insert((q, channel), first_hit(&answer.ranked, &question.evidence));
         for kind in ["all", question.kind] {
             tallies
                 .entry((channel, kind.to_owned()))
@@ -625,7 +637,7 @@ async fn ask(
             eprintln!("  asked {done}/{total} in {:.0} s", start.elapsed().as_secs_f64());
         }
     }
-    Ok((tallies, stats))
+    Ok((tallies, stats, first_hits))
 }
 
 fn pct(x: f64) -> String {
@@ -720,6 +732,11 @@ impl Report {
             },
             "rows": rows,
             "stats": stats,
+            "first_hits": self
+                .first_hits
+                .iter()
+                .map(|((q, channel), rank)| json!({"question": q, "channel": channel.as_str(), "rank": rank}))
+                .collect::<Vec<_>>(),
         })
     }
 }
