@@ -111,6 +111,7 @@ fn fields(turn: &StoredTurn) -> TurnFields<'_> {
         content: &turn.content,
         created_at: turn.created_at,
         caption: None,
+        speaker: None,
     }
     .with_metadata(&turn.metadata)
 }

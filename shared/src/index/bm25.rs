@@ -32,8 +32,8 @@ use qdrant_edge::TokenizerType;
 /// (`retrieval::text::keyword_text` and `turn_tags`); bump it with any change that alters
 /// vectors or tags. "3": turns carry date tags and their role; "4": the content alone, the
 /// dates as tags; "5": every Unicode space separates words; "6": a photo's caption from the
-/// turn's metadata.
-pub const TEXT_VERSION: &str = "6";
+/// turn's metadata; "7": the speaker's name (`metadata.speaker`) as tags.
+pub const TEXT_VERSION: &str = "7";
 
 /// Turns every Unicode space that charabia might not cut at into an ASCII space. Without it,
 /// text copied from a web page or typeset by an LLM ("invoice\u{a0}pending", "10\u{202f}GB")

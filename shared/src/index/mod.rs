@@ -163,7 +163,7 @@ pub struct IndexPoint {
     /// The text the BM25 vector is computed from.
     pub text: String,
     /// Exact-match labels a query can narrow a channel to ([`IndexQuery::tags`]); for turns,
-    /// the days and month they are about (`retrieval::turn_tags`). Kept out of `text` on
+    /// the days and month they are about and their speaker (`retrieval::turn_tags`). Kept out of `text` on
     /// purpose: a label that most recent points share would be a BM25 token with a posting list
     /// as long as the appendable segment, and edge walks the whole list on every append.
     pub tags: Vec<String>,
@@ -241,7 +241,7 @@ pub struct IndexQuery {
     pub task: Option<String>,
     /// The text the BM25 query vector is computed from.
     pub text: String,
-    /// Labels the query is about (the dates it mentions, `retrieval::QueryText::tags`). When
+    /// Labels the query is about (the dates and people it mentions, `retrieval::QueryText::tags`). When
     /// there are any, each channel that runs also runs once more over only the points that
     /// carry one of them, and all are fused by RRF (so a keyword query is then fused too): a
     /// point about the right date that matches the words gets two votes instead of one.

@@ -2,8 +2,9 @@
 //!
 //! - Keyword: question words dropped (BM25's English stopwords miss a few, and it has no
 //!   Chinese ones, so 什么, 哪个, 吗 would match every chatty turn).
-//! - Tags: the days and months the question mentions, as [`super::text::turn_tags`] tags
-//!   turns; the index runs each channel once more within the turns that carry one.
+//! - Tags: the days and months the question mentions, and the people it names (its capitalised
+//!   words), as [`super::text::turn_tags`] tags turns; the index runs each channel once more
+//!   within the turns that carry one.
 //! - Dense: the question, plus the long form of each date it mentions ("in March?" →
 //!   "in March? (March 2026)"), which the sentence model relates to dates better than the bare
 //!   month name.
@@ -14,6 +15,7 @@
 use chrono::NaiveDate;
 
 use super::dates::mentioned_dates;
+use super::text::name_tag;
 
 /// The texts one search sends to each channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +36,11 @@ impl QueryText {
             dense.push_str(&date.long());
             dense.push(')');
         }
+        for tag in query.split_whitespace().filter_map(name_in_question) {
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+        }
         Self {
             keyword: strip_question_words(query),
             dense,
@@ -41,6 +48,25 @@ impl QueryText {
         }
     }
 }
+
+/// The name tag (`@marc`) of a capitalised word of a question, as `text::turn_tags` tags the
+/// turns of a speaker: questions about people ask in the third person ("What did Marc's dog
+/// chew?"), and narrowing a channel to that person's turns is what tells Marc's news from his
+/// friend's. A capitalised word that starts most English questions, or names a month or a day,
+/// is no person; any other word that names nobody narrows to nothing and only costs a filter.
+fn name_in_question(word: &str) -> Option<String> {
+    if !word.chars().next().is_some_and(char::is_uppercase) {
+        return None;
+    }
+    let tag = name_tag(word)?;
+    (!NOT_NAMES.split_whitespace().any(|w| w == &tag[1..])).then_some(tag)
+}
+
+/// Capitalised words of questions that name no one (lower case, as in a tag).
+const NOT_NAMES: &str = "what when where who whom whose which why how did does do is are was were has \
+    have had can could would should will tell remind the my we our you your he she they their january \
+    february march april june july august september october november december monday tuesday \
+    wednesday thursday friday saturday sunday";
 
 /// English words that carry no topic in a question about one's own past and that BM25's
 /// stopword list keeps. Whole words only.
@@ -127,6 +153,18 @@ mod tests {
         let q = QueryText::new("What did we migrate on 2026-01-05?", today());
         assert_eq!(q.keyword, "What did we migrate on 2026-01-05");
         assert_eq!(q.tags, ["d20260105"]);
+    }
+
+    #[test]
+    fn people_named_in_a_question_become_name_tags() {
+        let q = QueryText::new("What did the dog Marc's sister adopted chew in April?", today());
+        assert_eq!(q.tags, ["m202604", "@marc"]);
+        let q = QueryText::new("When did Mila and Jean-Luc go hiking with Mila?", today());
+        assert_eq!(q.tags, ["@mila", "@jean-luc"]);
+        // Question words, months and days are capitalised too, but name no one; nor does a
+        // lower-case word.
+        let q = QueryText::new("Where did we go on Saturday in March? Remind me, marc.", today());
+        assert_eq!(q.tags, ["m202603"]);
     }
 
     #[test]

@@ -4,14 +4,16 @@
 //! - keyword (BM25): the content, and a shared photo's caption (`metadata.caption`) after it;
 //! - tags (exact match, [`turn_tags`]): the turn's day and month, and each full date the
 //!   content writes, so that "what did we decide in April?" (tagged `m202604` by
-//!   [`super::query`]) finds the turn of that month;
+//!   [`super::query`]) finds the turn of that month; and the speaker's name
+//!   (`metadata.speaker`, `@marc`), so that "what did Marc adopt?" narrows a copy of each
+//!   channel to Marc's turns (chit-chat dev set, hybrid R@10 77.4 → 86.0);
 //! - dense: the content and a photo's caption, except a short user turn, which gets the
 //!   previous turn before it. A terse answer ("Noodle.") means nothing without the question it
 //!   answers, while a date or a speaker in front of a full sentence only blurs its vector. The
-//!   speaker's name (`metadata.speaker`) is in neither: in the dense text it cost the chit-chat
-//!   dev set 18 points of semantic R@10, and in the keyword text it gained keyword 7 but made
-//!   every turn of a person match a question naming them, which crowded hybrid's fusion
-//!   (single-fact −5, aggregation −20 at R@10; `tests/QUALITY.md`).
+//!   speaker's name is in neither text: in the dense text it cost the chit-chat dev set 18
+//!   points of semantic R@10, and in the keyword text it gained keyword 7 but made every turn
+//!   of a person match a question naming them, which crowded hybrid's fusion (single-fact −5,
+//!   aggregation −20 at R@10; `tests/QUALITY.md`). As a tag it narrows instead of matching.
 //!
 //! L1 memories are indexed from their content alone, without tags: they are already
 //! statements, and the dates of a turn are not theirs.
@@ -33,6 +35,9 @@ pub const EMBED_MAX_CHARS: usize = 2_000;
 /// two; more is someone else's data in the wrong field.
 pub const MAX_CAPTION_CHARS: usize = 500;
 
+/// Longest speaker name read from a turn's metadata, in code points.
+pub const MAX_SPEAKER_CHARS: usize = 100;
+
 /// What the texts of a turn are built from.
 #[derive(Debug, Clone, Copy)]
 pub struct TurnFields<'a> {
@@ -41,18 +46,24 @@ pub struct TurnFields<'a> {
     pub created_at: DateTime<Utc>,
     /// What a shared photo shows (`metadata.caption`).
     pub caption: Option<&'a str>,
+    /// Who said it, when the client names people (`metadata.speaker`).
+    pub speaker: Option<&'a str>,
 }
 
 impl<'a> TurnFields<'a> {
     /// The fields of a turn stored with `metadata`: its caption when the client sent one as a
     /// string, cut to its bound.
     pub fn with_metadata(mut self, metadata: &'a serde_json::Map<String, serde_json::Value>) -> Self {
-        self.caption = metadata
-            .get("caption")
-            .and_then(serde_json::Value::as_str)
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(|v| v.char_indices().nth(MAX_CAPTION_CHARS).map_or(v, |(end, _)| &v[..end]));
+        let text = |key: &str, max: usize| {
+            metadata
+                .get(key)
+                .and_then(serde_json::Value::as_str)
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.char_indices().nth(max).map_or(v, |(end, _)| &v[..end]))
+        };
+        self.caption = text("caption", MAX_CAPTION_CHARS);
+        self.speaker = text("speaker", MAX_SPEAKER_CHARS);
         self
     }
 
@@ -79,7 +90,8 @@ pub fn keyword_text(turn: TurnFields<'_>) -> String {
 /// The tags of a turn ([`crate::index::IndexPoint::tags`]): the month and day it was written
 /// (`m202603`, `d20260314`), and each full date its content writes (`2026-01-05` →
 /// `d20260105`), so that "what did we decide in April?" (tagged `m202604` by [`super::query`])
-/// narrows a channel to the turns of that month.
+/// narrows a channel to the turns of that month; and a [`name_tag`] per word of the speaker's
+/// name.
 pub fn turn_tags(turn: TurnFields<'_>) -> Vec<String> {
     let date = turn.created_at.date_naive();
     let mut tags = vec![DateMention::of_month(date).tag(), DateMention::of_day(date).tag()];
@@ -88,7 +100,27 @@ pub fn turn_tags(turn: TurnFields<'_>) -> Vec<String> {
             tags.push(tag);
         }
     }
+    if let Some(speaker) = turn.speaker {
+        for tag in speaker.split_whitespace().filter_map(name_tag) {
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+        }
+    }
     tags
+}
+
+/// The tag of one word of a person's name (`@marc`), as a turn's speaker and a question's
+/// capitalised word both give it; `None` for what is no name (one letter, digits, a symbol).
+pub fn name_tag(word: &str) -> Option<String> {
+    let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+    let word = word
+        .strip_suffix("'s")
+        .or_else(|| word.strip_suffix("\u{2019}s"))
+        .unwrap_or(word);
+    let letters = word.chars().filter(|c| c.is_alphabetic()).count();
+    let name = letters >= 2 && word.chars().all(|c| c.is_alphabetic() || "-'\u{2019}".contains(c));
+    name.then(|| format!("@{}", word.to_lowercase()))
 }
 
 /// The text a turn's dense vector is computed from, cut to [`EMBED_MAX_CHARS`] on a character
@@ -125,6 +157,7 @@ mod tests {
             content,
             created_at: Utc.with_ymd_and_hms(2026, 3, 14, 9, 30, 0).unwrap(),
             caption: None,
+            speaker: None,
         }
     }
 
@@ -187,5 +220,28 @@ mod tests {
         let long = meta(serde_json::json!({ "caption": "字".repeat(600) }));
         let bounded = turn(Role::User, "hi").with_metadata(&long);
         assert_eq!(bounded.caption.map(|c| c.chars().count()), Some(MAX_CAPTION_CHARS));
+    }
+
+    #[test]
+    fn a_speaker_is_a_tag_per_word_of_the_name() {
+        let meta = |v: serde_json::Value| v.as_object().cloned().expect("an object");
+        let named = meta(serde_json::json!({ "speaker": " Mary-Ann  O'Neil " }));
+        assert_eq!(
+            turn_tags(turn(Role::User, "hi").with_metadata(&named)),
+            ["m202603", "d20260314", "@mary-ann", "@o'neil"]
+        );
+        let none = meta(serde_json::json!({ "speaker": 7 }));
+        assert_eq!(
+            turn_tags(turn(Role::User, "hi").with_metadata(&none)),
+            ["m202603", "d20260314"]
+        );
+
+        assert_eq!(name_tag("Marc's").as_deref(), Some("@marc"));
+        assert_eq!(name_tag("Marc\u{2019}s,").as_deref(), Some("@marc"));
+        assert_eq!(name_tag("(Zoë)").as_deref(), Some("@zoë"));
+        assert_eq!(name_tag("李雷").as_deref(), Some("@李雷"));
+        for no_name in ["I", "42", "R2D2", "--", ""] {
+            assert_eq!(name_tag(no_name), None, "{no_name}");
+        }
     }
 }

@@ -102,6 +102,7 @@ fn turn_point(tenant: &Tenant, i: usize) -> IndexPoint {
         content: &content,
         created_at: chrono::Utc::now(),
         caption: None,
+        speaker: None,
     };
     IndexPoint {
         id: uuid::Uuid::new_v4(),

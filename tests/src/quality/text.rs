@@ -345,6 +345,7 @@ fn product_fields(owner: &Owner, session: usize, turn: usize) -> shared::retriev
         // Only the day is read; noon keeps it the same day in any reading.
         created_at: s.date.and_hms_opt(12, 0, 0).expect("noon exists").and_utc(),
         caption: None,
+        speaker: None,
     }
 }
 

@@ -46,6 +46,14 @@ struct Fixture {
 
 /// Stores `turns` (role, content, created_at) in session `s1` and indexes them `batch` at a time.
 async fn fixture(turns: &[(&str, &str, DateTime<Utc>)], batch: u32) -> Fixture {
+    let new_turns: Vec<NewTurn> = turns
+        .iter()
+        .map(|(role, content, at)| NewTurn::new(role, content, None, None, Some(*at)).unwrap())
+        .collect();
+    fixture_of(new_turns, batch).await
+}
+
+async fn fixture_of(new_turns: Vec<NewTurn>, batch: u32) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = Arc::new(SqliteStore::open(&dir.path().join("db.sqlite")).await.unwrap());
     let store: Arc<dyn TranscriptStore> = sqlite.clone();
@@ -53,10 +61,6 @@ async fn fixture(turns: &[(&str, &str, DateTime<Utc>)], batch: u32) -> Fixture {
         Arc::new(EdgeIndex::open(&dir.path().join("index"), 5_000, Some(DIMENSION)).unwrap());
     let embedder: Arc<dyn Embedder> = Arc::new(BagOfWords);
     let t = tenant();
-    let new_turns: Vec<NewTurn> = turns
-        .iter()
-        .map(|(role, content, at)| NewTurn::new(role, content, None, None, Some(*at)).unwrap())
-        .collect();
     store
         .append(&t, &SessionId::parse("s1").unwrap(), &new_turns)
         .await
@@ -65,7 +69,7 @@ async fn fixture(turns: &[(&str, &str, DateTime<Utc>)], batch: u32) -> Fixture {
         .index_session("s1")
         .await
         .unwrap();
-    assert_eq!(indexed, turns.len());
+    assert_eq!(indexed, new_turns.len());
     Fixture {
         _dir: dir,
         sqlite,
@@ -177,4 +181,40 @@ async fn a_terse_answer_is_found_by_the_question_it_answers() {
     let found = search(&f, "puppy name", Strategy::Semantic).await;
     let rank = found.iter().position(|c| c == "Noodle.");
     assert!(rank.is_some_and(|r| r < 2), "{found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_naming_a_speaker_ranks_that_speakers_turn_first() {
+    let at = Utc::now() - chrono::Duration::days(3);
+    let said = |speaker: &str, role: &str, content: &str| {
+        let metadata = serde_json::json!({ "speaker": speaker });
+        NewTurn::new(role, content, Some(metadata), None, Some(at)).unwrap()
+    };
+    const ANA: &str = "I went kayaking on the lake!";
+    const MARC: &str = "Mine was busy, but on Sunday I finally went kayaking on the river with my brother.";
+    let f = fixture_of(
+        vec![
+            said("Ana", "user", ANA),
+            said("Marc", "assistant", MARC),
+            said("Ana", "user", "Sounds lovely, how cold was the water?"),
+        ],
+        100,
+    )
+    .await;
+    // The shorter turn wins on the words alone, and a name is no word of any turn.
+    for text in ["kayaking", "where did marc go kayaking"] {
+        let raw = search(&f, text, Strategy::Keyword).await;
+        assert_eq!(raw.first().map(String::as_str), Some(ANA), "{text}: {raw:?}");
+    }
+    // Naming Marc narrows a copy of the channel to his turns: his line gets the second vote.
+    for text in ["Where did Marc go kayaking?", "What was Marc's kayaking trip like?"] {
+        let named = search(&f, text, Strategy::Keyword).await;
+        assert_eq!(named.first().map(String::as_str), Some(MARC), "{text}: {named:?}");
+        assert!(
+            named.iter().any(|c| c == ANA),
+            "narrowing adds votes, it hides nothing: {named:?}"
+        );
+    }
+    let ana = search(&f, "Where did Ana go kayaking?", Strategy::Keyword).await;
+    assert_eq!(ana.first().map(String::as_str), Some(ANA), "{ana:?}");
 }
