@@ -56,7 +56,8 @@ impl AppState {
             backends.index.clone(),
             backends.embedder.clone(),
             recall_defaults.fusion,
-        );
+        )
+        .with_query_cache(recall_defaults.query_vector_cache);
         let memory_indexer = MemoryIndexer::new(
             backends.memories.clone(),
             backends.index.clone(),

@@ -167,6 +167,9 @@ pub struct RecallSettings {
     /// How much a memory's own rank counts in recall's one ranking of memories and turns
     /// (`SEDIMENT_RECALL_MEMORY_WEIGHT`, 0 or more; see `recall::fuse`).
     pub memory_weight: f32,
+    /// Query vectors kept per process (`SEDIMENT_QUERY_VECTOR_CACHE`; 0 turns the cache off;
+    /// see `embed::QueryVectorCache`).
+    pub query_vector_cache: usize,
 }
 
 /// Who may read the API's ops page (`/ops`, `/ops/state`). It shows operational data across
@@ -783,6 +786,8 @@ impl Settings {
                 }
                 weight
             },
+            // About 5.6 MB at most with 384 dimensions; a hit saves a query's embedding.
+            query_vector_cache: parse(vars, "QUERY_VECTOR_CACHE", 1_024)?,
         };
 
         let layers = LayerSettings::from_map(vars, extract.enabled)?;

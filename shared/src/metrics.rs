@@ -88,6 +88,8 @@ pub const RECALL_LATENCY: &str = "sediment_recall_duration_seconds";
 pub const RECALL_ERRORS: &str = "sediment_recall_errors_total";
 /// Items returned by recalls.
 pub const RECALL_ITEMS: &str = "sediment_recall_items";
+/// Query vectors looked up in the in-process cache, by `outcome` (`hit`, `miss`).
+pub const QUERY_VECTOR_CACHE: &str = "sediment_query_vector_cache_total";
 /// Embedding provider requests by `provider` and `result` (`ok`, `retry`, `error`); one per
 /// HTTP attempt, so retries show up.
 pub const EMBEDDING_REQUESTS: &str = "sediment_embedding_requests_total";
@@ -241,6 +243,7 @@ pub fn describe() {
     describe_counter!(RECALL_ERRORS, "recall errors by code");
     describe_histogram!(RECALL_ITEMS, "items returned per recall");
     describe_counter!(EMBEDDING_REQUESTS, "embedding provider requests by provider and result");
+    describe_counter!(QUERY_VECTOR_CACHE, "query vectors looked up in the cache, by outcome");
     describe_histogram!(
         EMBEDDING_LATENCY,
         Unit::Seconds,

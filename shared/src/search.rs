@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::domain::{SessionId, StoredTurn, TaskId, Tenant};
-use crate::embed::{EmbedError, Embedder};
+use crate::embed::{EmbedError, Embedder, QueryVectorCache};
 use crate::index::{Fusion, IndexError, IndexHit, IndexQuery, PointKind, SearchIndex, Strategy};
 use crate::retrieval::QueryText;
 use crate::store::{StoreError, TranscriptStore};
@@ -71,6 +71,8 @@ pub struct ConversationSearch {
     index: Arc<dyn SearchIndex>,
     embedder: Option<Arc<dyn Embedder>>,
     fusion: Fusion,
+    /// Vectors of recent query texts; `None`: every query is embedded.
+    query_vectors: Option<Arc<QueryVectorCache>>,
 }
 
 impl ConversationSearch {
@@ -85,7 +87,15 @@ impl ConversationSearch {
             index,
             embedder,
             fusion,
+            query_vectors: None,
         }
+    }
+
+    /// Keeps the vectors of up to `entries` recent query texts (0: none), so a question asked
+    /// again skips its embedding ([`QueryVectorCache`]).
+    pub fn with_query_cache(mut self, entries: usize) -> Self {
+        self.query_vectors = QueryVectorCache::new(entries).map(Arc::new);
+        self
     }
 
     /// Whether semantic and hybrid queries can run.
@@ -105,9 +115,19 @@ impl ConversationSearch {
                 Strategy::Keyword | Strategy::Hybrid => Ok(QueryVector::NotNeeded),
             };
         };
-        match embedder.embed(&[rewrite(text).dense]).await {
+        let dense = rewrite(text).dense;
+        let cache = self.query_vectors.as_deref();
+        if let Some(vector) = cache.and_then(|c| c.get(embedder.model(), &dense)) {
+            return Ok(QueryVector::Dense(vector.to_vec()));
+        }
+        match embedder.embed(std::slice::from_ref(&dense)).await {
             Ok(mut vectors) => match vectors.pop() {
-                Some(vector) if vectors.is_empty() => Ok(QueryVector::Dense(vector)),
+                Some(vector) if vectors.is_empty() => {
+                    if let Some(cache) = cache {
+                        cache.insert(embedder.model(), &dense, &vector);
+                    }
+                    Ok(QueryVector::Dense(vector))
+                }
                 Some(_) | None => Err(SearchError::Embed(EmbedError::Backend(
                     "embedder returned the wrong number of vectors".into(),
                 ))),

@@ -10,11 +10,13 @@
 //! Embeddings are computed off the ingest path: the index worker embeds turns, and the API
 //! embeds only queries.
 
+mod cache;
 mod local;
 mod openai;
 
 use async_trait::async_trait;
 
+pub use cache::{QueryVectorCache, MAX_CACHED_CHARS};
 pub use local::LocalEmbedder;
 pub use openai::{OpenAiEmbedder, OpenAiSettings};
 

@@ -40,6 +40,7 @@ impl Embedder for BagOfWords {
 struct Fixture {
     _dir: tempfile::TempDir,
     sqlite: Arc<SqliteStore>,
+    index: Arc<dyn SearchIndex>,
     search: ConversationSearch,
     tenant: Tenant,
 }
@@ -73,7 +74,8 @@ async fn fixture_of(new_turns: Vec<NewTurn>, batch: u32) -> Fixture {
     Fixture {
         _dir: dir,
         sqlite,
-        search: ConversationSearch::new(store, index, Some(embedder), Fusion::default()),
+        search: ConversationSearch::new(store, index.clone(), Some(embedder), Fusion::default()),
+        index,
         tenant: t,
     }
 }
@@ -217,4 +219,80 @@ async fn a_question_naming_a_speaker_ranks_that_speakers_turn_first() {
     }
     let ana = search(&f, "Where did Ana go kayaking?", Strategy::Keyword).await;
     assert_eq!(ana.first().map(String::as_str), Some(ANA), "{ana:?}");
+}
+
+/// [`BagOfWords`], counting the texts it embeds.
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicUsize);
+
+#[async_trait]
+impl Embedder for Counting {
+    fn dimension(&self) -> usize {
+        DIMENSION
+    }
+
+    fn model(&self) -> &str {
+        "bag-of-words"
+    }
+
+    async fn embed(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>> {
+        self.0.fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        BagOfWords.embed(texts).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_asked_again_is_not_embedded_again() {
+    let at = Utc::now() - chrono::Duration::days(3);
+    let f = fixture(
+        &[
+            ("user", "We adopted a dog last weekend from the shelter downtown!", at),
+            ("user", "Check the replication lag on the orders replica.", at),
+        ],
+        100,
+    )
+    .await;
+    let counting = Arc::new(Counting::default());
+    let embedded = || counting.0.load(std::sync::atomic::Ordering::SeqCst);
+    let store: Arc<dyn TranscriptStore> = f.sqlite.clone();
+    let search = |entries: usize| {
+        let embedder: Arc<dyn Embedder> = counting.clone();
+        ConversationSearch::new(store.clone(), f.index.clone(), Some(embedder), Fusion::default())
+            .with_query_cache(entries)
+    };
+    let ask = |search: ConversationSearch, text: &str| {
+        let query = ConversationQuery {
+            text: text.to_owned(),
+            limit: 5,
+            session: None,
+            task: None,
+            strategy: Strategy::Hybrid,
+        };
+        let tenant = f.tenant.clone();
+        async move {
+            let results = search.search(&tenant, &query).await.unwrap();
+            results.hits.into_iter().map(|h| h.turn.content).collect::<Vec<_>>()
+        }
+    };
+
+    let cached = search(16);
+    let first = ask(cached.clone(), "Where did the dog come from?").await;
+    assert_eq!(embedded(), 1);
+    let again = ask(cached.clone(), "Where did the dog come from?").await;
+    assert_eq!(embedded(), 1, "the second asking takes the cached vector");
+    assert_eq!(first, again, "and ranks alike");
+    assert_eq!(
+        first.first().map(String::as_str),
+        Some("We adopted a dog last weekend from the shelter downtown!")
+    );
+    ask(cached.clone(), "Which replica lags?").await;
+    assert_eq!(embedded(), 2, "another question is embedded");
+    // A clone of the search shares its cache (the API clones it into recall).
+    ask(cached, "Which replica lags?").await;
+    assert_eq!(embedded(), 2);
+
+    let uncached = search(0);
+    ask(uncached.clone(), "Where did the dog come from?").await;
+    ask(uncached, "Where did the dog come from?").await;
+    assert_eq!(embedded(), 4, "0 turns the cache off");
 }
