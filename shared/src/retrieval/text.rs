@@ -51,8 +51,8 @@ pub struct TurnFields<'a> {
 }
 
 impl<'a> TurnFields<'a> {
-    /// The fields of a turn stored with `metadata`: its caption when the client sent one as a
-    /// string, cut to its bound.
+    /// The fields of a turn stored with `metadata`: its caption and its speaker, each when the
+    /// client sent it as a string, cut to its bound.
     pub fn with_metadata(mut self, metadata: &'a serde_json::Map<String, serde_json::Value>) -> Self {
         let text = |key: &str, max: usize| {
             metadata
