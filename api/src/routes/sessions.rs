@@ -40,7 +40,9 @@ pub(crate) struct IncomingTurn {
     /// Not empty once injected `<sediment-memory>` blocks are stripped.
     #[schema(min_length = 1)]
     content: String,
-    /// A JSON object, kept with the turn.
+    /// A JSON object, kept with the turn. Two string keys are also indexed: `caption` (what a
+    /// shared photo shows) is searched with the content, and `speaker` (who said it) lets a
+    /// question that names that person rank their turns higher.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     metadata: Option<serde_json::Value>,

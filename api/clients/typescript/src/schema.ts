@@ -817,7 +817,11 @@ export interface components {
              * @description When the turn happened; default: now.
              */
             created_at?: string | null;
-            /** @description A JSON object, kept with the turn. */
+            /**
+             * @description A JSON object, kept with the turn. Two string keys are also indexed: `caption` (what a
+             *     shared photo shows) is searched with the content, and `speaker` (who said it) lets a
+             *     question that names that person rank their turns higher.
+             */
             metadata?: Record<string, never> | null;
             role: components["schemas"]["Role"];
         };
