@@ -2,6 +2,7 @@
 //! SQLite and Qdrant Edge: these fail if the index worker indexes raw content again or search
 //! sends the raw query.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -19,8 +20,9 @@ use shared::store::{SqliteStore, TranscriptStore};
 const DIMENSION: usize = 256;
 
 /// The scripted fake's bag of words, in-process: a terse answer shares no word with a question
-/// about it unless its dense text carries the question.
-struct BagOfWords;
+/// about it unless its dense text carries the question. Counts the texts it embeds.
+#[derive(Default)]
+struct BagOfWords(AtomicUsize);
 
 #[async_trait]
 impl Embedder for BagOfWords {
@@ -33,6 +35,7 @@ impl Embedder for BagOfWords {
     }
 
     async fn embed(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>> {
+        self.0.fetch_add(texts.len(), Ordering::SeqCst);
         Ok(texts.iter().map(|t| embed_text(t, DIMENSION)).collect())
     }
 }
@@ -60,7 +63,7 @@ async fn fixture_of(new_turns: Vec<NewTurn>, batch: u32) -> Fixture {
     let store: Arc<dyn TranscriptStore> = sqlite.clone();
     let index: Arc<dyn SearchIndex> =
         Arc::new(EdgeIndex::open(&dir.path().join("index"), 5_000, Some(DIMENSION)).unwrap());
-    let embedder: Arc<dyn Embedder> = Arc::new(BagOfWords);
+    let embedder: Arc<dyn Embedder> = Arc::new(BagOfWords::default());
     let t = tenant();
     store
         .append(&t, &SessionId::parse("s1").unwrap(), &new_turns)
@@ -221,26 +224,6 @@ async fn a_question_naming_a_speaker_ranks_that_speakers_turn_first() {
     assert_eq!(ana.first().map(String::as_str), Some(ANA), "{ana:?}");
 }
 
-/// [`BagOfWords`], counting the texts it embeds.
-#[derive(Default)]
-struct Counting(std::sync::atomic::AtomicUsize);
-
-#[async_trait]
-impl Embedder for Counting {
-    fn dimension(&self) -> usize {
-        DIMENSION
-    }
-
-    fn model(&self) -> &str {
-        "bag-of-words"
-    }
-
-    async fn embed(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>> {
-        self.0.fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
-        BagOfWords.embed(texts).await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_asked_again_is_not_embedded_again() {
     let at = Utc::now() - chrono::Duration::days(3);
@@ -252,8 +235,8 @@ async fn a_question_asked_again_is_not_embedded_again() {
         100,
     )
     .await;
-    let counting = Arc::new(Counting::default());
-    let embedded = || counting.0.load(std::sync::atomic::Ordering::SeqCst);
+    let counting = Arc::new(BagOfWords::default());
+    let embedded = || counting.0.load(Ordering::SeqCst);
     let store: Arc<dyn TranscriptStore> = f.sqlite.clone();
     let search = |entries: usize| {
         let embedder: Arc<dyn Embedder> = counting.clone();
