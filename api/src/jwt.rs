@@ -5,8 +5,9 @@
 //! algorithm: the JWK's `alg`, else RS256 for an RSA key and ES256 for a P-256 key. A token
 //! without a `kid` (some IdPs with one signing key omit it) is checked against the JWKS's only
 //! key of the header's algorithm, and refused when there are several: sediment never tries keys
-//! in turn. Nothing else is accepted. A header whose `alg` is `none`, an HMAC algorithm or merely not its key's is
-//! refused before any signature check, so a public key can never serve as an HMAC secret.
+//! in turn. Nothing else is accepted. A header whose `alg` is `none`, an HMAC algorithm or
+//! merely not its key's is refused before any signature check, so a public key can never serve
+//! as an HMAC secret.
 //! `exp` is required and `nbf` honoured, both with [`LEEWAY`] for clock skew; `iss` and `aud`
 //! must match when configured (and must then be present).
 //!
