@@ -7,8 +7,13 @@
 //!
 //! N sentences (default 256) of 10-60 words are embedded in calls of BATCH texts (default 1, 8
 //! and 32). `BENCH_SUB_BATCH` sets the embedder's forward-pass size (default: its own), and
-//! `BENCH_CONCURRENCY` how many calls run at once (default 1). Thread counts follow
-//! `RAYON_NUM_THREADS`, as candle's matrix products do.
+//! `BENCH_CONCURRENCY` how many calls run at once (default 1). A call's sub-batches run side by
+//! side, one core each; a question is one sub-batch, on one core.
+//!
+//! `-- --queries N [--dump FILE]` embeds N questions of 10-20 words one at a time, as recall
+//! embeds a query, and prints p50 and p99 per question; FILE gets the questions and their
+//! vectors, for the numpy reference (`tests/embed_reference.py`) to time the same questions and
+//! check the vectors against.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -133,10 +138,67 @@ fn env_usize(name: &str) -> Option<usize> {
 #[global_allocator]
 static ALLOCATOR: shared::Allocator = shared::Allocator;
 
+/// `n` questions of 10-20 words, as an agent asks before an LLM call.
+fn questions(n: usize) -> Vec<String> {
+    const OPENERS: &[&str] = &["What", "When", "Why", "How", "Which", "Who"];
+    let mut rng = Lcg(7);
+    (0..n)
+        .map(|_| {
+            let words = 9 + rng.pick(11);
+            let rest: Vec<&str> = (0..words).map(|_| WORDS[rng.pick(WORDS.len())]).collect();
+            format!("{} {}?", OPENERS[rng.pick(OPENERS.len())], rest.join(" "))
+        })
+        .collect()
+}
+
+/// Embeds each question alone and reports the latency of one, as a recall meets it.
+async fn queries(embedder: &dyn Embedder, n: usize, dump: Option<PathBuf>) {
+    let texts = questions(n);
+    for text in texts.iter().take(8) {
+        embedder.embed(std::slice::from_ref(text)).await.expect("warm-up");
+    }
+    let mut latencies = Vec::with_capacity(n);
+    let mut vectors = Vec::with_capacity(n);
+    for text in &texts {
+        let t = Instant::now();
+        let mut v = embedder.embed(std::slice::from_ref(text)).await.expect("embed");
+        latencies.push(t.elapsed());
+        vectors.push(v.pop().expect("one vector"));
+    }
+    latencies.sort();
+    println!(
+        "queries: {n} questions of 10-20 words, one per call: p50 {:.2} ms, p99 {:.2} ms",
+        percentile(&latencies, 0.5).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+    );
+    if let Some(path) = dump {
+        let rows: Vec<serde_json::Value> = texts
+            .iter()
+            .zip(&vectors)
+            .map(|(text, vector)| serde_json::json!({ "text": text, "vector": vector }))
+            .collect();
+        std::fs::write(&path, serde_json::to_vec(&rows).expect("json")).expect("write the dump");
+        println!("questions and vectors written to {}", path.display());
+    }
+}
+
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map(|a| a.parse().expect("N")).unwrap_or(256);
+    let mut args = std::env::args().skip(1).peekable();
+    let query_mode = args.peek().is_some_and(|a| a == "--queries");
+    if query_mode {
+        args.next();
+    }
+    let n: usize = args
+        .next()
+        .map(|a| a.parse().expect("N"))
+        .unwrap_or(if query_mode { 200 } else { 256 });
+    let dump = if query_mode && args.peek().is_some_and(|a| a == "--dump") {
+        args.next();
+        Some(PathBuf::from(args.next().expect("--dump FILE")))
+    } else {
+        None
+    };
     let mut batches: Vec<usize> = args.map(|a| a.parse().expect("batch size")).collect();
     if batches.is_empty() {
         batches = vec![1, 8, 32];
@@ -155,12 +217,20 @@ async fn main() {
         embedder = embedder.with_batch_size(sub);
     }
     let embedder = Arc::new(embedder);
+    if query_mode {
+        println!(
+            "model {} loaded in {:.0} ms",
+            embedder.model(),
+            start.elapsed().as_secs_f64() * 1e3,
+        );
+        queries(embedder.as_ref(), n, dump).await;
+        return;
+    }
     println!(
-        "model {} (dim {}) loaded in {:.0} ms; {n} sentences, concurrency {concurrency}, {} threads",
+        "model {} (dim {}) loaded in {:.0} ms; {n} sentences, concurrency {concurrency}",
         embedder.model(),
         embedder.dimension(),
         start.elapsed().as_secs_f64() * 1e3,
-        std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "default".into()),
     );
     let texts = Arc::new(sentences(n));
     embedder.embed(&texts[..8]).await.expect("warm-up");
