@@ -1,19 +1,18 @@
 //! The `local` embedding provider: a sentence-transformers BERT model (all-MiniLM-L6-v2 in
-//! practice) run in-process on the CPU with candle.
+//! practice) run in-process on the CPU, by [`super::bert`] on candle's tensors.
 //!
 //! It reproduces sentence-transformers' `encode(texts, normalize_embeddings=True)`: tokenize
 //! with the model's own `tokenizer.json` (truncated to `max_seq_length`), run the BERT encoder,
 //! mean-pool the last hidden state over the attention mask, then L2-normalise.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use candle_core::{DType, Device, Tensor, D};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
+use super::bert::{Config, Encoder};
 use super::{EmbedError, EmbedResult, Embedder};
 
 /// Files a model directory must hold; see [`LocalEmbedder::is_model_dir`].
@@ -33,6 +32,17 @@ const DEFAULT_BATCH_SIZE: usize = 32;
 /// cache. A text longer than this still runs, alone.
 const TOKEN_BUDGET: usize = 512;
 
+/// gemm splits a product over every core once it is 48 x 48 x 256 multiply-adds; this
+/// threshold turns that off, and [`Inner::embed_blocking`] runs sub-batches side by side instead.
+/// Measured on 2 cores (bench_embed, release): a query's products (20 tokens x 384 x 1536) are
+/// past gemm's threshold, and splitting them made a query 1.4x slower when the other core was
+/// busy (22.5 ms p50, 64 ms p99, against 15.4 and 21); in bulk, one sub-batch split over both
+/// cores embedded 92 sentences/s, two sub-batches side by side unsplit 143-152.
+const SINGLE_THREADED_PRODUCTS: usize = usize::MAX;
+
+/// Vectors with the position of their text in the call.
+type Indexed = Vec<(usize, Vec<f32>)>;
+
 /// A sentence-transformers BERT model loaded from a local directory.
 ///
 /// Share one instance (behind an `Arc`) rather than loading the model twice: concurrent
@@ -45,7 +55,7 @@ pub struct LocalEmbedder {
 }
 
 struct Inner {
-    model: BertModel,
+    model: Encoder,
     tokenizer: Tokenizer,
     pad_id: u32,
     lowercase: bool,
@@ -74,6 +84,9 @@ impl LocalEmbedder {
 
         let config: Config = serde_json::from_slice(&read("config.json")?)
             .map_err(|e| backend(format!("{} is not a BERT config: {e}", file("config.json").display())))?;
+        if let Some(why) = config.unsupported() {
+            return Err(backend(format!("{} asks for {why}", file("config.json").display())));
+        }
         let st_config = SentenceBertConfig::read(dir)?;
         // Position embeddings stop at max_position_embeddings; a longer input cannot run at all.
         let max_len = st_config.max_seq_length.min(config.max_position_embeddings);
@@ -103,12 +116,11 @@ impl LocalEmbedder {
         tokenizer.with_padding(None);
         let pad_id = tokenizer.token_to_id("[PAD]").unwrap_or(config.pad_token_id as u32);
 
-        let weights = read("model.safetensors")?;
         // A buffered load (not mmap) because the workspace forbids `unsafe`, and a file replaced
         // under an mmap would be undefined behaviour anyway.
-        let model = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
-            .and_then(|vb| BertModel::load(vb, &config))
+        let model = Encoder::load(&read("model.safetensors")?, &config)
             .map_err(|e| backend(format!("cannot load {}: {e}", file("model.safetensors").display())))?;
+        gemm::set_threading_threshold(SINGLE_THREADED_PRODUCTS);
 
         let model_name = dir
             .file_name()
@@ -178,14 +190,16 @@ impl Embedder for LocalEmbedder {
 impl Inner {
     fn embed_blocking(&self, texts: &[String], batch_size: usize) -> EmbedResult<Vec<Vec<f32>>> {
         // `do_lower_case` in sentence_bert_config.json asks for lowercasing on top of whatever
-        // the tokenizer's own normaliser does.
-        let inputs: Vec<String> = texts
+        // the tokenizer's own normaliser does. One text at a time, on this thread: the
+        // tokenizer's batch call hands even one text to rayon's pool and waits for it, which
+        // with the other core busy made a query take 716 ms instead of 4 (issue 37).
+        let encodings = texts
             .iter()
-            .map(|t| if self.lowercase { t.to_lowercase() } else { t.clone() })
-            .collect();
-        let encodings = self
-            .tokenizer
-            .encode_batch(inputs, true)
+            .map(|t| {
+                let text = if self.lowercase { t.to_lowercase() } else { t.clone() };
+                self.tokenizer.encode(text, true)
+            })
+            .collect::<Result<Vec<Encoding>, _>>()
             .map_err(|e| backend(format!("tokenization failed: {e}")))?;
 
         // Sorting by length keeps similar lengths in one sub-batch, so little compute goes to
@@ -193,19 +207,45 @@ impl Inner {
         // in input order.
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
-
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); encodings.len()];
+        let mut chunks: Vec<&[usize]> = Vec::new();
         let mut start = 0;
         while start < order.len() {
             let longest = encodings[order[start]].get_ids().len().max(1);
             let end = (start + (TOKEN_BUDGET / longest).clamp(1, batch_size)).min(order.len());
-            let chunk = &order[start..end];
+            chunks.push(&order[start..end]);
             start = end;
-            let batch: Vec<&Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
-            let vectors = self
-                .forward(&batch)
-                .map_err(|e| backend(format!("local model forward pass failed: {e}")))?;
-            for (&i, v) in chunk.iter().zip(vectors) {
+        }
+
+        // Sub-batches run side by side, one thread each, each product on the thread that asked
+        // for it (see SINGLE_THREADED_PRODUCTS); a query is one sub-batch and stays on the
+        // caller's thread.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(chunks.len());
+        let next = AtomicUsize::new(0);
+        let run = || -> EmbedResult<Indexed> {
+            let mut done = Vec::new();
+            while let Some(chunk) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                let batch: Vec<&Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
+                let vectors = self
+                    .forward(&batch)
+                    .map_err(|e| backend(format!("local model forward pass failed: {e}")))?;
+                done.extend(chunk.iter().copied().zip(vectors));
+            }
+            Ok(done)
+        };
+        let parts: Vec<EmbedResult<Indexed>> = std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(run)).collect();
+            let mut parts = vec![run()];
+            parts.extend(helpers.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(backend("local model forward pass panicked".into())))
+            }));
+            parts
+        });
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); encodings.len()];
+        for part in parts {
+            for (i, v) in part? {
                 out[i] = v;
             }
         }
@@ -228,20 +268,30 @@ impl Inner {
             mask.extend_from_slice(e.get_attention_mask());
             mask.extend(std::iter::repeat_n(0, pad));
         }
-        let device = &self.model.device;
-        let ids = Tensor::from_vec(ids, (n, len), device)?;
-        let type_ids = Tensor::from_vec(type_ids, (n, len), device)?;
-        let mask = Tensor::from_vec(mask, (n, len), device)?;
-
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (n, len, dim)
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, dim)
-                                                           // The same floors as sentence-transformers (Pooling: 1e-9, Normalize: 1e-12), so a text
-                                                           // that is all padding or a zero vector cannot turn into NaN.
-        let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?; // (n, 1)
-        let mean = summed.broadcast_div(&counts)?;
-        let norms = mean.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?.clamp(1e-12f32, f32::MAX)?;
-        mean.broadcast_div(&norms)?.to_vec2::<f32>()
+        let dim = self.model.hidden_size();
+        if len == 0 {
+            // Only a tokenizer that adds no [CLS] can give no token at all; the floors below
+            // would make that a zero vector, as sentence-transformers does.
+            return Ok(vec![vec![0.0; dim]; n]);
+        }
+        let hidden = self.model.forward(&ids, &type_ids, &mask, n, len)?; // n * len * dim
+        let mut out = Vec::with_capacity(n);
+        for (states, mask) in hidden.chunks_exact(len * dim).zip(mask.chunks_exact(len)) {
+            let mut mean = vec![0.0f32; dim];
+            for (state, _) in states.chunks_exact(dim).zip(mask).filter(|(_, &m)| m != 0) {
+                for (acc, v) in mean.iter_mut().zip(state) {
+                    *acc += v;
+                }
+            }
+            // The same floors as sentence-transformers (Pooling: 1e-9, Normalize: 1e-12), so a
+            // text that is all padding or a zero vector cannot turn into NaN.
+            let count = (mask.iter().filter(|&&m| m != 0).count() as f32).max(1e-9);
+            mean.iter_mut().for_each(|v| *v /= count);
+            let norm = mean.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+            mean.iter_mut().for_each(|v| *v /= norm);
+            out.push(mean);
+        }
+        Ok(out)
     }
 }
 

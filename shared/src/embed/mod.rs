@@ -10,6 +10,7 @@
 //! Embeddings are computed off the ingest path: the index worker embeds turns, and the API
 //! embeds only queries.
 
+mod bert;
 mod cache;
 mod local;
 mod openai;

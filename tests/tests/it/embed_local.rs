@@ -246,3 +246,76 @@ fn corrupt_config_is_an_error() {
         assert!(detail(&err).contains(name), "{name}: {}", detail(&err));
     }
 }
+
+/// A copy of the model dir whose config.json sets `key` to `value`.
+fn model_with_config(key: &str, value: serde_json::Value) -> tempfile::TempDir {
+    let dir = model_copy_without(&["config.json"]);
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(model_dir().join("config.json")).expect("read config")).expect("config");
+    config[key] = value;
+    std::fs::write(
+        dir.path().join("config.json"),
+        serde_json::to_vec(&config).expect("json"),
+    )
+    .expect("write config");
+    dir
+}
+
+#[test]
+fn a_model_the_encoder_cannot_run_is_refused_naming_why() {
+    let cases = [
+        ("hidden_act", serde_json::json!("relu"), "relu"),
+        (
+            "position_embedding_type",
+            serde_json::json!("relative_key"),
+            "relative_key",
+        ),
+        // One layer more than the weights hold: the missing tensor is named.
+        ("num_hidden_layers", serde_json::json!(7), "encoder.layer.6"),
+    ];
+    for (key, value, named) in cases {
+        let dir = model_with_config(key, value);
+        let err = LocalEmbedder::load(dir.path())
+            .err()
+            .unwrap_or_else(|| panic!("{key}: load succeeded"));
+        assert!(matches!(err, EmbedError::Backend(_)), "{key}: {err:?}");
+        assert!(detail(&err).contains(named), "{key}: {}", detail(&err));
+    }
+}
+
+/// Checkpoints exported from a task model name their tensors `bert.…`; the encoder finds them
+/// there and gives the same vectors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_named_under_bert_give_the_same_vectors() {
+    // safetensors: an 8-byte little-endian header length, a JSON header naming each tensor's
+    // dtype, shape and byte range, then the bytes. Renaming is rewriting the header.
+    let real = std::fs::read(model_dir().join("model.safetensors")).expect("read weights");
+    let header_len = u64::from_le_bytes(real[..8].try_into().expect("8 bytes")) as usize;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&real[8..8 + header_len]).expect("header");
+    let renamed: serde_json::Map<String, serde_json::Value> = header
+        .into_iter()
+        .map(|(name, v)| {
+            if name == "__metadata__" {
+                (name, v)
+            } else {
+                (format!("bert.{name}"), v)
+            }
+        })
+        .collect();
+    let renamed = serde_json::to_vec(&renamed).expect("json");
+    let mut file = (renamed.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&renamed);
+    file.extend_from_slice(&real[8 + header_len..]);
+    let dir = model_copy_without(&["model.safetensors"]);
+    std::fs::write(dir.path().join("model.safetensors"), file).expect("write weights");
+
+    let reference = reference();
+    let texts = &reference.texts[..4];
+    let embedder = LocalEmbedder::load(dir.path()).expect("load the renamed model");
+    let got = embedder.embed(texts).await.expect("embed");
+    for ((text, got), want) in texts.iter().zip(&got).zip(&reference.vectors) {
+        let diff = max_abs_diff(got, want);
+        assert!(diff <= TOLERANCE, "{text:?}: diff {diff}");
+    }
+}
