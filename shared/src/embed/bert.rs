@@ -274,8 +274,8 @@ impl Encoder {
                 softmax_masked(row, keys, scale);
             }
             let weights = Tensor::from_vec(scores, (batches, len, len), &Device::Cpu)?;
-            let context = weights.matmul(&vt)?.flatten_all()?.to_vec1::<f32>()?; // (batches, len, head)
-                                                                                 // Back to one row per token: (n, len, heads * head).
+            // (batches, len, head), then back to one row per token: (n, len, heads * head).
+            let context = weights.matmul(&vt)?.flatten_all()?.to_vec1::<f32>()?;
             let mut merged = vec![0.0f32; rows * hidden];
             for (r, row) in merged.chunks_exact_mut(hidden).enumerate() {
                 let (s, t) = (r / len, r % len);
