@@ -34,10 +34,10 @@ const TOKEN_BUDGET: usize = 512;
 
 /// gemm splits a product over every core once it is 48 x 48 x 256 multiply-adds; this
 /// threshold turns that off, and [`Inner::embed_blocking`] runs sub-batches side by side instead.
-/// Measured on 2 cores (bench_embed, release): a query's products (20 tokens x 384 x 1536) are
-/// past gemm's threshold, and splitting them made a query 1.4x slower when the other core was
-/// busy (22.5 ms p50, 64 ms p99, against 15.4 and 21); in bulk, one sub-batch split over both
-/// cores embedded 92 sentences/s, two sub-batches side by side unsplit 143-152.
+/// Measured on 2 cores, release: a query's products (20 tokens x 384 x 1536) are past gemm's
+/// threshold, and with the other core busy, splitting them raised a query's p99 from 15-16 ms
+/// to 67-88 (p50 10 against 11-14); in bulk, one sub-batch split over both cores embedded 92
+/// sentences/s, two sub-batches side by side unsplit 143-152.
 const SINGLE_THREADED_PRODUCTS: usize = usize::MAX;
 
 /// Vectors with the position of their text in the call.
@@ -191,8 +191,8 @@ impl Inner {
     fn embed_blocking(&self, texts: &[String], batch_size: usize) -> EmbedResult<Vec<Vec<f32>>> {
         // `do_lower_case` in sentence_bert_config.json asks for lowercasing on top of whatever
         // the tokenizer's own normaliser does. One text at a time, on this thread: the
-        // tokenizer's batch call hands even one text to rayon's pool and waits for it, which
-        // with the other core busy made a query take 716 ms instead of 4 (issue 37).
+        // tokenizer's batch call hands even one text to rayon's pool and waits for it; issue 37
+        // saw that pool make a query take 716 ms instead of 4 while the other core was busy.
         let encodings = texts
             .iter()
             .map(|t| {
