@@ -15,7 +15,7 @@
 use chrono::NaiveDate;
 
 use super::dates::mentioned_dates;
-use super::text::name_tag;
+use super::text::{add_tags, name_tag};
 
 /// The texts one search sends to each channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,11 +36,7 @@ impl QueryText {
             dense.push_str(&date.long());
             dense.push(')');
         }
-        for tag in query.split_whitespace().filter_map(name_in_question) {
-            if !tags.contains(&tag) {
-                tags.push(tag);
-            }
-        }
+        add_tags(&mut tags, query.split_whitespace().filter_map(name_in_question));
         Self {
             keyword: strip_question_words(query),
             dense,

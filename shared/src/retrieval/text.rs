@@ -95,19 +95,21 @@ pub fn keyword_text(turn: TurnFields<'_>) -> String {
 pub fn turn_tags(turn: TurnFields<'_>) -> Vec<String> {
     let date = turn.created_at.date_naive();
     let mut tags = vec![DateMention::of_month(date).tag(), DateMention::of_day(date).tag()];
-    for tag in full_dates(turn.content).into_iter().map(DateMention::tag) {
+    add_tags(&mut tags, full_dates(turn.content).into_iter().map(DateMention::tag));
+    if let Some(speaker) = turn.speaker {
+        add_tags(&mut tags, speaker.split_whitespace().filter_map(name_tag));
+    }
+    tags
+}
+
+/// Appends each of `new` that `tags` does not hold yet, in order: a tag is a filter value, so
+/// twice is only a longer filter.
+pub(crate) fn add_tags(tags: &mut Vec<String>, new: impl IntoIterator<Item = String>) {
+    for tag in new {
         if !tags.contains(&tag) {
             tags.push(tag);
         }
     }
-    if let Some(speaker) = turn.speaker {
-        for tag in speaker.split_whitespace().filter_map(name_tag) {
-            if !tags.contains(&tag) {
-                tags.push(tag);
-            }
-        }
-    }
-    tags
 }
 
 /// The tag of one word of a person's name (`@marc`), as a turn's speaker and a question's
