@@ -250,7 +250,6 @@ impl Channel {
     }
 }
 
-/// Hits of a set of questions at each cut-off of `KS`.
 /// The 1-based rank of the first item that stands for an evidence turn.
 fn first_hit(ranked: &[Vec<Uuid>], evidence: &[Uuid]) -> Option<usize> {
     ranked
@@ -259,6 +258,7 @@ fn first_hit(ranked: &[Vec<Uuid>], evidence: &[Uuid]) -> Option<usize> {
         .map(|p| p + 1)
 }
 
+/// Hits of a set of questions at each cut-off of `KS`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tally {
     pub questions: usize,
