@@ -603,6 +603,9 @@ impl Indexer {
             if progressed == 0 || sessions.len() < SWEEP_PAGE as usize {
                 break;
             }
+            // Catching up on a large backlog takes minutes in this loop: the gauges follow it
+            // page by page, or they would show the lag from before it began all along.
+            self.record_lag().await;
         }
         self.record_lag().await;
         if total > 0 {

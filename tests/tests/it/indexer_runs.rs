@@ -74,6 +74,47 @@ async fn sqlite_and_edge(dir: &std::path::Path) -> (Arc<dyn TranscriptStore>, Ar
     (Arc::new(store), Arc::new(edge))
 }
 
+/// A sweep catching up on a backlog of several pages publishes the lag after each page: an
+/// operator watching `sediment_index_lag_turns` sees the catch-up, not the value from before
+/// it, which had stayed at 0 while a million turns waited (`bench_recall`).
+#[tokio::test(flavor = "current_thread")]
+async fn a_sweep_publishes_the_lag_page_by_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, edge) = sqlite_and_edge(dir.path()).await;
+    let slow = Arc::new(FaultyIndex::new(edge).with_upsert_delay(Duration::from_millis(300)));
+    let t = tenant();
+    // A sweep page is 100 sessions: one turn in each of 150 sessions makes two pages.
+    for s in 0..150 {
+        append_to(&*store, &t, &format!("s{s}"), s, s + 1).await;
+    }
+    let indexer = Indexer::new(store.clone(), slow, None, 100);
+    // The gauges are set on this thread (a current-thread runtime runs the spawned sweep here
+    // too), so a recorder of its own sees them and no other test's.
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let gauges = recorder.handle();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let lag = || {
+        gauges
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix("sediment_index_lag_turns ").map(str::to_owned))
+    };
+
+    let sweep = tokio::spawn(async move { indexer.sweep().await.unwrap() });
+    let mut seen = Vec::new();
+    while !sweep.is_finished() {
+        if let Some(value) = lag() {
+            if seen.last() != Some(&value) {
+                seen.push(value);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(sweep.await.unwrap(), 150);
+    seen.extend(lag().filter(|v| seen.last() != Some(v)));
+    assert_eq!(seen, ["50", "0"], "the lag after the first page, then after the last");
+}
+
 /// Twenty sessions woken at once: the first call's round runs alone, and the nineteen that
 /// arrive meanwhile share the next one, a single read, upsert and cursor write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
