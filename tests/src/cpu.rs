@@ -109,6 +109,13 @@ impl Usage {
         self.share(self.by_name.iter().filter(|(n, _)| n == name).map(|(_, t)| t).sum())
     }
 
+    /// CPU seconds of each process name, largest first (100 ticks a second).
+    pub fn seconds_by_name(&self) -> impl Iterator<Item = (&str, f64)> {
+        self.by_name
+            .iter()
+            .map(|(name, ticks)| (name.as_str(), *ticks as f64 / 100.0))
+    }
+
     fn share(&self, ticks: u64) -> f64 {
         if self.total == 0 {
             0.0
@@ -147,6 +154,14 @@ fn machine_ticks(line: &str) -> Option<(u64, u64)> {
         return None;
     }
     Some((ticks.iter().sum(), ticks[3] + ticks[4]))
+}
+
+/// User plus system CPU seconds a process has spent so far, all its threads (`pid` is a number
+/// or `self`), from `/proc/<pid>/stat` at 100 ticks a second; `None` once it has exited, or off
+/// Linux.
+pub fn process_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(process_ticks(&stat)?.ticks as f64 / 100.0)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

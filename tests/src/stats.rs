@@ -11,3 +11,39 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
+
+/// Send times of an open loop: Poisson arrivals at `rate` a second for `seconds`, as offsets
+/// from the start. The generator is seeded, so every run sends on the same schedule.
+pub fn poisson_arrivals(rate: f64, seconds: f64) -> Vec<Duration> {
+    let mut schedule = Vec::new();
+    let mut at = 0.0;
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    loop {
+        // SplitMix64, then an exponential gap.
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let uniform = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
+        at += -(1.0 - uniform).ln() / rate;
+        if at >= seconds {
+            return schedule;
+        }
+        schedule.push(Duration::from_secs_f64(at));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poisson_arrivals_come_at_the_rate_in_order_and_within_the_span() {
+        let schedule = poisson_arrivals(100.0, 100.0);
+        // 10,000 expected; a Poisson count's standard deviation is 100.
+        assert!((9_600..=10_400).contains(&schedule.len()), "{}", schedule.len());
+        assert!(schedule.windows(2).all(|w| w[0] <= w[1]));
+        assert!(schedule.last().is_some_and(|last| last.as_secs_f64() < 100.0));
+        assert_eq!(schedule, poisson_arrivals(100.0, 100.0), "the same schedule every run");
+    }
+}

@@ -17,7 +17,8 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
-use integration_tests::stats::percentile;
+use integration_tests::cpu::process_seconds;
+use integration_tests::stats::{percentile, poisson_arrivals};
 use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 use shared::domain::Tenant;
@@ -128,20 +129,8 @@ async fn capacity(setup: &Setup, clients: usize, seconds: f64) -> f64 {
 /// Open loop: Poisson arrivals at `rate`, each timed from its scheduled send time. Returns the
 /// sorted latencies and the CPU seconds this process spent per request.
 async fn open_loop(setup: &Setup, rate: f64, seconds: f64) -> (Vec<Duration>, f64) {
-    let mut schedule = Vec::new();
-    let mut at = 0.0;
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    while at < seconds {
-        // SplitMix64, then an exponential gap: a fixed, seeded arrival process.
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let uniform = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
-        at += -(1.0 - uniform).ln() / rate;
-        schedule.push(Duration::from_secs_f64(at));
-    }
-    let cpu_before = own_cpu_seconds();
+    let schedule = poisson_arrivals(rate, seconds);
+    let cpu_before = process_seconds("self").unwrap_or(f64::NAN);
     let start = Instant::now();
     let mut latencies: Vec<Duration> = futures::future::join_all(schedule.iter().map(|offset| async move {
         let due = start + *offset;
@@ -150,24 +139,10 @@ async fn open_loop(setup: &Setup, rate: f64, seconds: f64) -> (Vec<Duration>, f6
         due.elapsed()
     }))
     .await;
-    let cpu_seconds = own_cpu_seconds() - cpu_before;
+    let cpu_seconds = process_seconds("self").unwrap_or(f64::NAN) - cpu_before;
     latencies.sort_unstable();
     let per_request = cpu_seconds / latencies.len().max(1) as f64;
     (latencies, per_request)
-}
-
-/// User and system CPU time of this process so far, from `/proc/self/stat` (Linux; 100 ticks
-/// a second), or NaN elsewhere.
-fn own_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return f64::NAN;
-    };
-    // Fields after the command name (which may hold spaces) start at `state`: utime and stime
-    // are the 12th and 13th of them.
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 #[tokio::main]

@@ -17,7 +17,8 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
-use integration_tests::stats::percentile;
+use integration_tests::cpu::process_seconds;
+use integration_tests::stats::{percentile, poisson_arrivals};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -79,32 +80,12 @@ impl Bench {
     }
 }
 
-/// User plus system CPU seconds of a process, from `/proc/<pid>/stat` (100 ticks a second).
-fn cpu_seconds(pid: &str) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// Open loop: Poisson arrivals at `rate`, each timed from its scheduled send time. The sorted
 /// latencies, and CPU seconds per call of this process and `child`.
 async fn open_loop(bench: &Bench, path: &Path, child: Option<u32>, rate: f64, seconds: f64) -> (Vec<Duration>, f64) {
-    let mut schedule = Vec::new();
-    let (mut at, mut state) = (0.0, 0x9E37_79B9_7F4A_7C15_u64);
-    while at < seconds {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let uniform = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
-        at += -(1.0 - uniform).ln() / rate;
-        schedule.push(Duration::from_secs_f64(at));
-    }
-    let cpu = || cpu_seconds("self") + child.map_or(0.0, |pid| cpu_seconds(&pid.to_string()));
+    let schedule = poisson_arrivals(rate, seconds);
+    let seconds_of = |pid: &str| process_seconds(pid).unwrap_or(0.0);
+    let cpu = || seconds_of("self") + child.map_or(0.0, |pid| seconds_of(&pid.to_string()));
     let before = cpu();
     let start = Instant::now();
     let mut latencies: Vec<Duration> = futures::future::join_all(schedule.iter().map(|offset| async move {
