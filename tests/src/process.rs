@@ -1,8 +1,17 @@
-//! Worker binaries run as real processes: a free port for a side port, and a graceful stop.
+//! Binaries run as real processes: a free port, a graceful stop, and the API as a child
+//! process for the benchmarks.
 
-use std::time::Duration;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
+use serde_json::{json, Value};
+use shared::domain::Tenant;
+use shared::metrics::INDEX_OPTIMIZING;
+use shared::store::INDEX_CONSUMER;
 use tokio::process::Child;
+
+use crate::app::TenantHeaders as _;
 
 /// A port nothing listens on right now (the OS picks it).
 pub fn free_port() -> u16 {
@@ -23,4 +32,177 @@ pub async fn sigterm_and_wait(mut child: Child) {
         .expect("exit within 10 s of SIGTERM")
         .expect("wait");
     assert!(exit.success(), "exit status {exit:?} after SIGTERM");
+}
+
+/// The API binary (`sediment-api`, the test copy of `sediment`) as a child process, for the
+/// benchmarks that measure the server's own CPU and memory apart from the client's.
+pub struct ApiProcess {
+    child: Child,
+    pid: String,
+    pub base: String,
+    pub client: reqwest::Client,
+}
+
+impl ApiProcess {
+    /// Starts the binary beside the running one with only `env` (and `HOME`, `PATH`) set, on a
+    /// free loopback port, its log appended to `log`; waits until `/readyz` answers 200 and
+    /// returns it with how long that took.
+    pub async fn start(env: &[(&str, String)], log: &Path) -> (Self, Duration) {
+        let bin = std::env::current_exe()
+            .expect("this binary")
+            .with_file_name("sediment-api");
+        let port = free_port();
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("open the server log");
+        let mut command = tokio::process::Command::new(&bin);
+        command
+            .env_clear()
+            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SEDIMENT_LISTEN", format!("127.0.0.1:{port}"))
+            .envs(env.iter().map(|(k, v)| (format!("SEDIMENT_{k}"), v)))
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .kill_on_drop(true);
+        let started = Instant::now();
+        let mut child = command.spawn().unwrap_or_else(|e| {
+            panic!(
+                "start {}: {e} (cargo build --release -p integration-tests --bin sediment-api)",
+                bin.display()
+            )
+        });
+        let pid = child.id().expect("pid").to_string();
+        let base = format!("http://127.0.0.1:{port}");
+        let client = reqwest::Client::new();
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the server exited with {status}; its log is {}", log.display());
+            }
+            let ready = client.get(format!("{base}/readyz")).send().await;
+            if ready.is_ok_and(|r| r.status() == 200) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "not ready after 10 minutes"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let server = Self {
+            child,
+            pid,
+            base,
+            client,
+        };
+        (server, started.elapsed())
+    }
+
+    /// Its pid, as `/proc` names it.
+    pub fn pid(&self) -> &str {
+        &self.pid
+    }
+
+    /// SIGTERM, then waits up to 2 minutes for exit status 0 (the index flushes on the way out).
+    pub async fn stop(mut self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let exit = tokio::time::timeout(Duration::from_secs(120), self.child.wait())
+            .await
+            .expect("exit within 2 minutes of SIGTERM")
+            .expect("wait");
+        assert!(exit.success(), "exit status {exit:?} after SIGTERM");
+    }
+
+    /// User plus system CPU seconds the server has spent so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        crate::cpu::process_seconds(&self.pid).unwrap_or(f64::NAN)
+    }
+
+    /// `rss 1234 MB (anonymous 800, files 434; peak 1300)` from `/proc/<pid>/status`: the index
+    /// maps its files, so file-backed pages count apart from the heap.
+    pub fn memory(&self) -> String {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        let mb = |field: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|kb| kb.parse::<f64>().ok())
+                .map_or(f64::NAN, |kb| kb / 1024.0)
+        };
+        format!(
+            "rss {:.0} MB (anonymous {:.0}, files {:.0}; peak {:.0})",
+            mb("VmRSS:"),
+            mb("RssAnon:"),
+            mb("RssFile:"),
+            mb("VmHWM:")
+        )
+    }
+
+    /// Appends `messages` to `session` as `t`; asserts 201.
+    pub async fn append(&self, t: &Tenant, session: &str, messages: Vec<Value>) {
+        let response = self
+            .client
+            .post(format!("{}/v1/sessions/{session}/messages", self.base))
+            .tenant_headers(t)
+            .json(&json!({ "messages": messages }))
+            .send()
+            .await
+            .expect("append");
+        assert_eq!(
+            response.status(),
+            201,
+            "append: {}",
+            response.text().await.unwrap_or_default()
+        );
+    }
+
+    /// `consumer`'s lag in turns (`index`, `extract`), from `/ops/state`.
+    pub async fn lag(&self, consumer: &str) -> i64 {
+        let state: Value = self
+            .client
+            .get(format!("{}/ops/state", self.base))
+            .send()
+            .await
+            .expect("ops state")
+            .json()
+            .await
+            .expect("ops state body");
+        state["lag"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["consumer"] == consumer))
+            .and_then(|r| r["turns"].as_i64())
+            .unwrap_or_else(|| panic!("no lag for {consumer} in {state}"))
+    }
+
+    /// Waits until the index has caught up with the store and no index optimizer run is in
+    /// progress, three checks half a second apart in a row.
+    pub async fn wait_indexed(&self) {
+        let optimizing = format!("{INDEX_OPTIMIZING} 1");
+        let mut quiet = 0;
+        while quiet < 3 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let metrics = self
+                .client
+                .get(format!("{}/metrics", self.base))
+                .send()
+                .await
+                .expect("metrics")
+                .text()
+                .await
+                .expect("metrics body");
+            let busy = metrics.lines().any(|line| line.trim() == optimizing);
+            quiet = if !busy && self.lag(INDEX_CONSUMER).await == 0 {
+                quiet + 1
+            } else {
+                0
+            };
+        }
+    }
 }

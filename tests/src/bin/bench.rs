@@ -19,20 +19,11 @@
 //! unless `BENCH_WITH_EXTRACT=1`: these numbers are for the L0 path. `BENCH_INDEX_PARENT=/dev/shm`
 //! keeps the embedded index on another file system than the store, to tell their disk writes
 //! apart.
-//!
-//! Recall (`recall`): loads 10k, then 100k turns into one tenant with dense vectors from the
-//! scripted embeddings endpoint (384 dimensions, as all-MiniLM-L6-v2, every dimension used;
-//! cheap to compute, so the load measures the index), waits until the index optimizer is idle
-//! and times `POST /v1/recall` per strategy. `keyword` involves no
-//! embedding; `semantic` and `hybrid` include one round trip to the local fake endpoint (a
-//! fraction of a millisecond). The local model's own query time is measured by `bench_embed`.
-//! `BENCH_RECALL_ITEMS=10000` stops after 10k turns.
 
 use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TenantHeaders as _, TestApp};
 use integration_tests::cpu;
-use integration_tests::fake_openai::FakeOpenAi;
 use integration_tests::stats::percentile;
 use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
@@ -394,30 +385,6 @@ async fn search(app: &TestApp) {
     }
 }
 
-const RECALL_QUERIES: usize = 1_000;
-
-async fn load(app: &TestApp, t: &shared::domain::Tenant, from: usize, to: usize) {
-    let started = Instant::now();
-    for chunk in (from..to).step_by(1_000) {
-        let turns: Vec<Value> = (chunk..(chunk + 1_000).min(to))
-            .map(|i| json!({"role": "user", "content": sentence(i)}))
-            .collect();
-        app.append_ok(t, &format!("recall-{}", (chunk / 1_000) % 50), Value::Array(turns))
-            .await;
-    }
-    app.wait_indexed(Duration::from_secs(3_600)).await;
-    println!(
-        "{:?} loaded turns {from}..{to} with dense vectors in {:.1}s",
-        app.mode,
-        started.elapsed().as_secs_f64()
-    );
-    println!(
-        "{:?} index optimizer idle {:.1}s later",
-        app.mode,
-        optimizer_idle(app).await.as_secs_f64()
-    );
-}
-
 /// Waits until no optimizer run is in progress; returns how long that took.
 async fn optimizer_idle(app: &TestApp) -> Duration {
     let waited = Instant::now();
@@ -435,38 +402,6 @@ async fn optimizer_running(app: &TestApp) -> bool {
     app.metrics_text().await.lines().any(|line| line.trim() == running)
 }
 
-async fn recall(app: &TestApp) {
-    let t = tenant();
-    let mut loaded = 0;
-    // `BENCH_RECALL_ITEMS=10000` stops after the first size, for a quick before/after.
-    let most: usize = std::env::var("BENCH_RECALL_ITEMS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
-    for items in [10_000, 100_000].into_iter().filter(|&n| n <= most.max(10_000)) {
-        load(app, &t, loaded, items).await;
-        loaded = items;
-        for strategy in ["keyword", "semantic", "hybrid"] {
-            let mut latencies = Vec::with_capacity(RECALL_QUERIES);
-            for q in 0..RECALL_QUERIES {
-                let query = query_words(q, 3);
-                let start = Instant::now();
-                let body = app
-                    .recall_ok(&t, json!({"query": query, "strategy": strategy, "limit": 10}))
-                    .await;
-                latencies.push(start.elapsed());
-                assert_eq!(body["errors"], json!([]), "{body}");
-            }
-            latencies.sort_unstable();
-            println!(
-                "{:?} recall over {items} items, {strategy}: {}",
-                app.mode,
-                p50_p99(&latencies)
-            );
-        }
-    }
-}
-
 #[global_allocator]
 static ALLOCATOR: shared::Allocator = shared::Allocator;
 
@@ -480,14 +415,6 @@ async fn main() {
     let what = std::env::args().nth(2).unwrap_or_else(|| "all".into());
     // `BENCH_NO_WORKER=1` measures ingest alone, as when workers run on other machines.
     let no_worker = std::env::var("BENCH_NO_WORKER").is_ok_and(|v| v == "1");
-    // Recall needs dense vectors: the scripted endpoint gives them at no real cost.
-    let fake = if what == "recall" {
-        let fake = FakeOpenAi::start(384).await;
-        fake.set_dense(true);
-        Some(fake)
-    } else {
-        None
-    };
     let mut env = vec![("WORKER_SWEEP_INTERVAL_MS", "1000".to_owned())];
     // The L0 path alone: L1 extraction (and the layers above it) would share the two cores.
     // `BENCH_WITH_EXTRACT=1` keeps it on.
@@ -512,10 +439,6 @@ async fn main() {
                 env.push((Box::leak(key.to_owned().into_boxed_str()), value));
             }
         }
-    }
-    if let Some(fake) = &fake {
-        env.push(("EMBEDDING", "openai".to_owned()));
-        env.push(("EMBEDDING_URL", fake.base_url()));
     }
     let options = Options {
         env,
@@ -543,9 +466,6 @@ async fn main() {
     }
     if what == "all" || what == "search" {
         search(&app).await;
-    }
-    if what == "recall" {
-        recall(&app).await;
     }
     app.stop().await;
 }
