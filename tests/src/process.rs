@@ -20,16 +20,21 @@ pub fn free_port() -> u16 {
 }
 
 /// Sends SIGTERM and asserts the process exits 0 within 10 s (the drain deadline).
-pub async fn sigterm_and_wait(mut child: Child) {
+pub async fn sigterm_and_wait(child: Child) {
+    sigterm_within(child, Duration::from_secs(10)).await;
+}
+
+/// Sends SIGTERM and asserts the process exits 0 within `deadline`.
+pub async fn sigterm_within(mut child: Child, deadline: Duration) {
     let pid = child.id().expect("pid");
     let status = std::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
         .expect("kill");
     assert!(status.success());
-    let exit = tokio::time::timeout(Duration::from_secs(10), child.wait())
+    let exit = tokio::time::timeout(deadline, child.wait())
         .await
-        .expect("exit within 10 s of SIGTERM")
+        .unwrap_or_else(|_| panic!("no exit within {deadline:?} of SIGTERM"))
         .expect("wait");
     assert!(exit.success(), "exit status {exit:?} after SIGTERM");
 }
@@ -100,23 +105,9 @@ impl ApiProcess {
         (server, started.elapsed())
     }
 
-    /// Its pid, as `/proc` names it.
-    pub fn pid(&self) -> &str {
-        &self.pid
-    }
-
     /// SIGTERM, then waits up to 2 minutes for exit status 0 (the index flushes on the way out).
-    pub async fn stop(mut self) {
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &self.pid])
-            .status()
-            .expect("kill");
-        assert!(status.success());
-        let exit = tokio::time::timeout(Duration::from_secs(120), self.child.wait())
-            .await
-            .expect("exit within 2 minutes of SIGTERM")
-            .expect("wait");
-        assert!(exit.success(), "exit status {exit:?} after SIGTERM");
+    pub async fn stop(self) {
+        sigterm_within(self.child, Duration::from_secs(120)).await;
     }
 
     /// User plus system CPU seconds the server has spent so far.

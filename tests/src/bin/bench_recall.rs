@@ -20,7 +20,8 @@
 //! query vector cache off, so every question is embedded), and recall is timed again: the
 //! latency a user meets. The model's question vectors come from another space than the turns'
 //! vectors, so what the dense channel finds means nothing here; the index's work per query
-//! (a walk of the same graph to the same depth) does not depend on it.
+//! (a walk of the same graphs with the same search width) depends little on where the query
+//! vector lies.
 //!
 //! Load model: an open loop, Poisson arrivals at `BENCH_RATE` recalls/s (default 10), each
 //! timed from its scheduled send time, `BENCH_QUERIES` questions (default 200) of 13-15 words
