@@ -19,3 +19,9 @@ pub mod secrets;
 pub mod stats;
 pub mod stores;
 pub mod synthetic;
+
+/// A benchmark setting from the environment: `name` parsed, or `default` when it is unset or
+/// does not parse.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}

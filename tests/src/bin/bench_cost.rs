@@ -34,6 +34,7 @@ use futures::StreamExt as _;
 use integration_tests::amqp::TestBroker;
 use integration_tests::app::tenant;
 use integration_tests::cpu::Sample;
+use integration_tests::env_or;
 use integration_tests::pg::TestDb;
 use integration_tests::process::ApiProcess;
 use integration_tests::stats::poisson_arrivals;
@@ -58,10 +59,6 @@ const CLUSTER: &[&str] = &[
     "epmd",
     "inet_gethost",
 ];
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 struct Case {
     name: &'static str,

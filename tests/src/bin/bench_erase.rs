@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, TestApp};
 use integration_tests::cpu;
+use integration_tests::env_or;
 use reqwest::Method;
 use serde_json::{json, Value};
 use shared::domain::Tenant;
@@ -23,10 +24,6 @@ use shared::domain::Tenant;
 static ALLOCATOR: shared::Allocator = shared::Allocator;
 
 const SESSION_TURNS: usize = 100;
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 async fn populate(app: &TestApp, owner: &Tenant, turns: usize) {
     for s in 0..turns.div_ceil(SESSION_TURNS) {

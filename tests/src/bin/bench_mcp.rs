@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
 use integration_tests::cpu::process_seconds;
+use integration_tests::env_or;
 use integration_tests::stats::{percentile, poisson_arrivals};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
@@ -32,10 +33,6 @@ static ALLOCATOR: shared::Allocator = shared::Allocator;
 
 const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef-0123456789";
 const QUERY: &str = "where did the team decide to hold the offsite";
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 enum Path {
     Http,

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
 use integration_tests::cpu;
+use integration_tests::env_or;
 use reqwest::Method;
 use serde_json::{json, Value};
 use shared::domain::Tenant;
@@ -28,10 +29,6 @@ static ALLOCATOR: shared::Allocator = shared::Allocator;
 
 const PER_SESSION: usize = 1_000;
 const INDEX_WAIT: Duration = Duration::from_secs(1_800);
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 fn options() -> Options {
     Options {

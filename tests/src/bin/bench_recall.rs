@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use integration_tests::app::{tenant, TenantHeaders as _};
+use integration_tests::env_or;
 use integration_tests::fake_openai::FakeOpenAi;
 use integration_tests::process::ApiProcess;
 use integration_tests::stats::{percentile, poisson_arrivals};
@@ -51,10 +52,6 @@ static ALLOCATOR: shared::Allocator = shared::Allocator;
 const TURNS_PER_REQUEST: usize = 1_000;
 const IN_FLIGHT: usize = 4;
 const STRATEGIES: [&str; 3] = ["keyword", "semantic", "hybrid"];
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 /// Where the query vectors come from.
 #[derive(Clone, Copy)]
