@@ -273,4 +273,4 @@ impl HeaderIds {
 }
 
 /// Longest actor kept in the audit log.
-const MAX_ACTOR_CHARS: usize = 128;
+pub(crate) const MAX_ACTOR_CHARS: usize = 128;

@@ -99,6 +99,7 @@ Errors are JSON `{\"code\",\"message\"}` with a stable `code`.";
         keys::revoke,
         erase::erase_team,
         erase::get_erasure_as_operator,
+        audit::list_operator,
         health::healthz,
         health::readyz,
         health::metrics,
@@ -118,7 +119,7 @@ Errors are JSON `{\"code\",\"message\"}` with a stable `code`.";
         (name = "audit", description = "The tenant's audit log"),
         (name = "portability", description = "An owner's whole memory as one JSONL stream: export, and import here or into the other deployment"),
         (name = "erase", description = "Erasing a user from every store, as a resumable job"),
-        (name = "admin", description = "The operator's API key management (admin key only)"),
+        (name = "admin", description = "The operator's API key management, team erasure and log (admin key only)"),
         (name = "probes", description = "Liveness, readiness, metrics and this document (open). With `SEDIMENT_HEALTH_LISTEN` set, `/healthz`, `/readyz` and `/metrics` move to that address."),
         (name = "ops", description = "The ops page (its own access rule)"),
     ),
@@ -299,6 +300,32 @@ pub struct AuditEntryDoc {
     outcome: String,
     duration_ms: i64,
     /// Action-specific facts (ids and codes, never content).
+    detail: serde_json::Value,
+}
+
+/// One call the operator made with the admin key.
+#[derive(ToSchema)]
+#[schema(as = OperatorEntry)]
+#[allow(dead_code)]
+pub struct OperatorEntryDoc {
+    id: Uuid,
+    at: DateTime<Utc>,
+    /// The team acted on; `null` when the call named none this service knows (revoking an
+    /// unknown key).
+    #[schema(required = true)]
+    team_id: Option<String>,
+    /// The `X-Sediment-Actor` header, or `operator`.
+    actor: String,
+    /// `key.create`, `key.revoke` or `team.erase`.
+    action: String,
+    /// The key's id; `null` for a team erase or a key that was not made.
+    #[schema(required = true)]
+    target: Option<String>,
+    /// `ok`, or the error code of the call.
+    outcome: String,
+    duration_ms: i64,
+    /// Action-specific facts: a key's permission, agents, name and prefix; an erase's agent
+    /// and job ids. Never a secret.
     detail: serde_json::Value,
 }
 

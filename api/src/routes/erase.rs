@@ -18,6 +18,7 @@ use shared::store::erase::Erasure;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::audit::{record_operator, OperatorActor, OperatorAudited};
 use crate::error::ApiError;
 use crate::extract::{tenant_from, HeaderIds, Path, TenantHeaders};
 use crate::state::AppState;
@@ -175,6 +176,7 @@ pub struct ErasureList {
 /// Admin key only: erases every owner of the team (or of one of its agents) with turns,
 /// memories, scenes or a persona, one job per owner (see `DELETE /v1/users/{user_id}`). The
 /// team's API keys and prompt overrides are kept: revoke and deactivate them on their own.
+/// Logged in the operator's log with the job ids.
 #[utoipa::path(
     delete,
     path = "/v1/admin/teams/{team_id}",
@@ -189,11 +191,37 @@ pub struct ErasureList {
 )]
 pub async fn erase_team(
     State(state): State<AppState>,
+    OperatorActor(actor): OperatorActor,
     Path(team_id): Path<String>,
     query: Result<Query<TeamErase>, axum::extract::rejection::QueryRejection>,
 ) -> Result<(StatusCode, Json<ErasureList>), ApiError> {
+    let started = std::time::Instant::now();
+    let agent = query.as_ref().ok().and_then(|Query(q)| q.agent_id.clone());
+    let result = request_team_erasure(&state, &actor, &team_id, query).await;
+    let erasures: Vec<String> = match &result {
+        Ok((_, Json(list))) => list.items.iter().map(|job| job.id.to_string()).collect(),
+        Err(_) => Vec::new(),
+    };
+    let audited = OperatorAudited {
+        actor,
+        action: "team.erase",
+        team_id: tenant_id("team_id", Some(&team_id)).ok(),
+        target: None,
+        started,
+        detail: serde_json::json!({ "agent_id": agent, "erasures": erasures }),
+    };
+    record_operator(&state, audited, &result).await;
+    result
+}
+
+async fn request_team_erasure(
+    state: &AppState,
+    actor: &str,
+    team_id: &str,
+    query: Result<Query<TeamErase>, axum::extract::rejection::QueryRejection>,
+) -> Result<(StatusCode, Json<ErasureList>), ApiError> {
     let Query(query) = query.map_err(|e| ApiError::Invalid(e.body_text()))?;
-    let team = tenant_id("team_id", Some(&team_id))?;
+    let team = tenant_id("team_id", Some(team_id))?;
     let agent = query
         .agent_id
         .as_deref()
@@ -202,7 +230,7 @@ pub async fn erase_team(
     let owners = state.backends.erasures.owners_of(&team, agent.as_deref()).await?;
     let mut jobs = Vec::with_capacity(owners.len());
     for owner in &owners {
-        jobs.push(state.eraser.request(owner, "operator").await?);
+        jobs.push(state.eraser.request(owner, actor).await?);
     }
     tracing::info!(
         team,
@@ -210,7 +238,7 @@ pub async fn erase_team(
         owners = jobs.len(),
         "team erasure requested"
     );
-    run_in_background(&state, jobs.iter().map(|j| j.id).collect());
+    run_in_background(state, jobs.iter().map(|j| j.id).collect());
     Ok((
         StatusCode::ACCEPTED,
         Json(ErasureList {

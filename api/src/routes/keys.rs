@@ -11,6 +11,7 @@ use shared::domain::tenant_id;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::audit::{record_operator, OperatorActor, OperatorAudited};
 use crate::error::ApiError;
 use crate::extract::{AppJson, Path};
 use crate::state::AppState;
@@ -80,7 +81,8 @@ pub struct Created {
     view: KeyView,
 }
 
-/// Makes a team's API key.
+/// Makes a team's API key; the call is logged in the operator's log (`GET /v1/admin/audit`),
+/// without the secret.
 #[utoipa::path(
     post,
     path = "/v1/admin/keys",
@@ -97,8 +99,32 @@ pub struct Created {
 )]
 pub async fn create(
     State(state): State<AppState>,
+    OperatorActor(actor): OperatorActor,
     AppJson(body): AppJson<CreateKey>,
 ) -> Result<(StatusCode, Json<Created>), ApiError> {
+    let mut audited = OperatorAudited {
+        actor,
+        action: "key.create",
+        team_id: tenant_id("team_id", Some(&body.team_id)).ok(),
+        target: None,
+        started: std::time::Instant::now(),
+        detail: serde_json::json!({
+            "permission": body.permission,
+            "agents": body.agents,
+            "name": body.name,
+        }),
+    };
+    let result = issue_key(&state, body).await;
+    if let Ok((_, Json(created))) = &result {
+        audited.target = Some(created.view.id.to_string());
+        audited.detail["permission"] = created.view.permission.as_str().into();
+        audited.detail["prefix"] = created.view.prefix.as_str().into();
+    }
+    record_operator(&state, audited, &result).await;
+    result
+}
+
+async fn issue_key(state: &AppState, body: CreateKey) -> Result<(StatusCode, Json<Created>), ApiError> {
     let permission = match body.permission.as_deref() {
         None => Permission::Write,
         Some(text) => Permission::parse(text)
@@ -161,7 +187,7 @@ pub async fn list(
 }
 
 /// Revokes a key: 200 with the key and its `revoked_at` (the first revocation's, when revoked
-/// before), 404 for an id no key has.
+/// before), 404 for an id no key has. Logged in the operator's log either way.
 #[utoipa::path(
     delete,
     path = "/v1/admin/keys/{key_id}",
@@ -174,9 +200,29 @@ pub async fn list(
         (status = 422, description = "invalid_request: the id is not UTF-8", body = crate::openapi::ErrorBody),
     ),
 )]
-pub async fn revoke(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<KeyView>, ApiError> {
+pub async fn revoke(
+    State(state): State<AppState>,
+    OperatorActor(actor): OperatorActor,
+    Path(id): Path<String>,
+) -> Result<Json<KeyView>, ApiError> {
+    let started = std::time::Instant::now();
+    let result = revoke_key(&state, &id).await;
+    let audited = OperatorAudited {
+        actor,
+        action: "key.revoke",
+        team_id: result.as_ref().ok().map(|Json(key)| key.team_id.clone()),
+        // The path as sent, bounded: a revoke of an unknown id is worth seeing too.
+        target: Some(id.chars().take(64).collect()),
+        started,
+        detail: serde_json::json!({}),
+    };
+    record_operator(&state, audited, &result).await;
+    result
+}
+
+async fn revoke_key(state: &AppState, id: &str) -> Result<Json<KeyView>, ApiError> {
     let not_found = || ApiError::NotFound("no API key has this id".into());
-    let id = Uuid::parse_str(&id).map_err(|_| not_found())?;
+    let id = Uuid::parse_str(id).map_err(|_| not_found())?;
     let key = state
         .backends
         .keys

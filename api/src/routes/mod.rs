@@ -94,6 +94,7 @@ pub(crate) fn app(state: AppState, with_probes: bool) -> Router {
         .route("/v1/admin/keys/{key_id}", delete(keys::revoke))
         .route("/v1/admin/teams/{team_id}", delete(erase::erase_team))
         .route("/v1/admin/erasures/{erasure_id}", get(erase::get_erasure_as_operator))
+        .route("/v1/admin/audit", get(audit::list_operator))
         .route_layer(middleware::from_fn_with_state(gate.clone(), crate::auth::authenticate));
     // MCP over Streamable HTTP: each tool is a call into the `/v1` routes above, in this
     // process, carrying the caller's credential; `/mcp` itself sits behind the same gate.

@@ -89,6 +89,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "tasks",
         sql: include_str!("../../../migrations/V010__tasks.sql"),
     },
+    Migration {
+        version: 11,
+        name: "operator_log",
+        sql: include_str!("../../../migrations/V011__operator_log.sql"),
+    },
 ];
 
 /// The advisory lock key that serializes `migrate` across replicas ("SEDIMENT" in ASCII).

@@ -62,11 +62,11 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
 /// The parts of the schema that need [`ADDED_COLUMNS`], applied after them; idempotent.
 const AFTER_COLUMNS: &[&str] = &[include_str!("sqlite/tasks.sql")];
 /// Recorded in `PRAGMA user_version`; a file written by a newer schema is refused. Bumped when
-/// a part adds tables (4: scenes and persona; 5: API keys; 6: erasures): every part is `IF NOT EXISTS`, so an older file
+/// a part adds tables (4: scenes and persona; 5: API keys; 6: erasures; 7: the operator log): every part is `IF NOT EXISTS`, so an older file
 /// is upgraded in place on open, and an older build then refuses the file it cannot serve.
 /// The `task` columns did not bump it: an older build reads and writes such a file correctly
 /// (its turns and memories simply have no task).
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 /// How long a call waits for another process's lock before it gives up as `Unavailable`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -311,6 +311,14 @@ async fn openapi_schemas_of_key_management_and_auth_errors_are_faithful() {
     )
     .await;
     assert_eq!(unknown["code"], "invalid_request");
+    let log = conforms(
+        &doc,
+        admin(Method::GET, "/v1/admin/audit?team_id=acme&limit=2"),
+        "/v1/admin/audit",
+    )
+    .await;
+    assert_eq!(log["items"].as_array().map(Vec::len), Some(2), "{log}");
+    conforms(&doc, admin(Method::GET, "/v1/admin/audit?limit=0"), "/v1/admin/audit").await;
 }
 
 /// What the schemathesis run (tests/schemathesis.sh) found answering outside the document,

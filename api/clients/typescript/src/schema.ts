@@ -112,6 +112,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Admin key only: the operator's log, newest first. One entry per call that made or revoked
+         *     an API key or erased a team, whatever its outcome; listing keys and reading jobs are not
+         *     logged.
+         */
+        get: operations["list_operator_audit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/erasures/{erasure_id}": {
         parameters: {
             query?: never;
@@ -139,7 +160,10 @@ export interface paths {
         /** Every key (without secrets), newest first, revoked keys included. */
         get: operations["list_api_keys"];
         put?: never;
-        /** Makes a team's API key. */
+        /**
+         * Makes a team's API key; the call is logged in the operator's log (`GET /v1/admin/audit`),
+         *     without the secret.
+         */
         post: operations["create_api_key"];
         delete?: never;
         options?: never;
@@ -159,7 +183,7 @@ export interface paths {
         post?: never;
         /**
          * Revokes a key: 200 with the key and its `revoked_at` (the first revocation's, when revoked
-         *     before), 404 for an id no key has.
+         *     before), 404 for an id no key has. Logged in the operator's log either way.
          */
         delete: operations["revoke_api_key"];
         options?: never;
@@ -181,6 +205,7 @@ export interface paths {
          * Admin key only: erases every owner of the team (or of one of its agents) with turns,
          *     memories, scenes or a persona, one job per owner (see `DELETE /v1/users/{user_id}`). The
          *     team's API keys and prompt overrides are kept: revoke and deactivate them on their own.
+         *     Logged in the operator's log with the job ids.
          */
         delete: operations["erase_team"];
         options?: never;
@@ -936,6 +961,38 @@ export interface components {
          * @enum {string}
          */
         MemoryStatus: "active" | "archived";
+        /** @description One call the operator made with the admin key. */
+        OperatorEntry: {
+            /** @description `key.create`, `key.revoke` or `team.erase`. */
+            action: string;
+            /** @description The `X-Sediment-Actor` header, or `operator`. */
+            actor: string;
+            /** Format: date-time */
+            at: string;
+            /**
+             * @description Action-specific facts: a key's permission, agents, name and prefix; an erase's agent
+             *     and job ids. Never a secret.
+             */
+            detail: unknown;
+            /** Format: int64 */
+            duration_ms: number;
+            /** Format: uuid */
+            id: string;
+            /** @description `ok`, or the error code of the call. */
+            outcome: string;
+            /** @description The key's id; `null` for a team erase or a key that was not made. */
+            target: string | null;
+            /**
+             * @description The team acted on; `null` when the call named none this service knows (revoking an
+             *     unknown key).
+             */
+            team_id: string | null;
+        };
+        OperatorLog: {
+            items: components["schemas"]["OperatorEntry"][];
+            /** @description The `cursor` of the next page, or `null` on the last one. */
+            next: string | null;
+        };
         /**
          * @description The ops page's data (`shared::ops::Snapshot`): counts, kinds and error messages, never
          *     content nor tenant ids. Its rows are for the page and may change.
@@ -1424,6 +1481,95 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Readiness"];
+                };
+            };
+        };
+    };
+    list_operator_audit: {
+        parameters: {
+            query?: {
+                /** @description Only the calls on this team. */
+                team_id?: string;
+                /** @description Only this action (`key.create`, `key.revoke`, `team.erase`). */
+                action?: string;
+                /** @description RFC 3339; inclusive. */
+                since?: string;
+                /** @description RFC 3339; exclusive. */
+                until?: string;
+                /** @description 1 to 500; default 50. */
+                limit?: number;
+                /** @description The `next` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the operator's log (ids, never a secret) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperatorLog"];
+                };
+            };
+            /** @description missing_tenant: a blank team_id */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no credential, or an unknown or revoked one (auth on only) */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="sediment"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: not the admin key, or auth is off */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid_request: limit out of range, a bad team_id, cursor or time, an unknown parameter */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description backend_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
