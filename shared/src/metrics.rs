@@ -123,6 +123,9 @@ pub const EXTRACT_CARDS: &str = "sediment_extract_cards_total";
 pub const EXTRACT_DECISIONS: &str = "sediment_extract_decisions_total";
 /// Extraction batches by `result` (`ok`, `empty` (all junk), `failed`, `raced`).
 pub const EXTRACT_BATCHES: &str = "sediment_extract_batches_total";
+/// Committed extraction batches by why they ran: `threshold` (enough pending turns), `idle`
+/// (the session's idle flush), `shutdown` (the graceful-shutdown flush).
+pub const EXTRACT_BATCH_REASONS: &str = "sediment_extract_batch_reasons_total";
 /// Failed extractions by `kind` (`unavailable`, `malformed`, `rejected`); the batch is retried.
 pub const EXTRACT_FAILURES: &str = "sediment_extract_failures_total";
 /// Conflict-detection calls that failed (every card of the batch was added).
@@ -264,6 +267,10 @@ pub fn describe() {
     describe_counter!(EXTRACT_CARDS, "cards extracted, by engine mode");
     describe_counter!(EXTRACT_DECISIONS, "conflict decisions by kind");
     describe_counter!(EXTRACT_BATCHES, "extraction batches by result");
+    describe_counter!(
+        EXTRACT_BATCH_REASONS,
+        "committed extraction batches by why they ran (threshold, idle, shutdown)"
+    );
     describe_counter!(EXTRACT_FAILURES, "failed extractions by kind (the batch is retried)");
     describe_counter!(EXTRACT_JUDGE_FAILURES, "conflict-detection calls that failed");
     describe_histogram!(

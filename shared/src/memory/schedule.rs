@@ -10,8 +10,9 @@
 //!   been idle for `idle_flush` (60 s). Each new turn pushes the due-time back. The due-time is
 //!   a database row; the wake-up is a delayed `extract.due` event (RabbitMQ delay queue, or a
 //!   tokio timer in the embedded bus), and the sweep is the safety net for a lost one.
-//! - **Shutdown**: [`Scheduler::flush_all`] flushes every pending session within a deadline;
-//!   what it does not reach is found by the next start's sweep.
+//! - **Shutdown**: [`Scheduler::flush_all`] flushes every pending session within a deadline,
+//!   waiting for a session another run holds; what it does not reach is found by the next
+//!   start's sweep.
 
 use std::time::{Duration, Instant};
 
@@ -78,6 +79,9 @@ const CONTENDED_RETRY: Duration = Duration::from_secs(2);
 fn lease_until() -> chrono::DateTime<Utc> {
     Utc::now() + chrono::Duration::from_std(LEASE).unwrap_or(chrono::Duration::MAX)
 }
+
+/// How long a shutdown flush waits before it looks again at sessions other runs hold.
+const FLUSH_RETRY: Duration = Duration::from_millis(100);
 
 /// How early a wake-up may come and still be re-armed rather than dropped.
 const EARLY_WAKE_UP: Duration = Duration::from_secs(5);
@@ -165,9 +169,16 @@ impl Scheduler {
             let state = memories.schedule(session_id).await?;
             let now = Utc::now();
             let idle_due = state.idle_due_at.is_some_and(|due| due <= now);
+            let reason = if trigger == Trigger::Flush {
+                "shutdown"
+            } else if pending.len() >= threshold(state.runs, self.settings.steady_every) {
+                "threshold"
+            } else {
+                "idle"
+            };
             // An idle flush empties the session, batch after batch.
             flushing |= idle_due;
-            if flushing || pending.len() >= threshold(state.runs, self.settings.steady_every) {
+            if flushing || reason == "threshold" {
                 // Renew the lease for this batch; a lost lease (it expired and another run
                 // took it) means that run goes on from here.
                 if !memories.claim_session(session_id, owner, lease_until()).await? {
@@ -177,6 +188,7 @@ impl Scheduler {
                     Some(report) if report.raced => break,
                     Some(report) => {
                         batches += 1;
+                        ::metrics::counter!(metrics::EXTRACT_BATCH_REASONS, "reason" => reason).increment(1);
                         if report.added + report.updated + report.merged > 0 {
                             self.memories_stored(&tenant).await;
                         }
@@ -281,7 +293,9 @@ impl Scheduler {
                     batches += ran;
                 }
                 if !progressed {
-                    return Ok(());
+                    // Every pending session is held by another run (one still busy with the
+                    // last turns, say): look again once it may have let go, until the deadline.
+                    tokio::time::sleep(FLUSH_RETRY).await;
                 }
             }
         };

@@ -293,6 +293,19 @@ async fn graceful_shutdown_flushes_pending_turns() {
         .await
         .unwrap();
     assert_eq!(lag.turns, 1, "the second turn waits for more turns or the idle flush");
+    // Another run holds the session when the stop comes (one still busy with the last turn,
+    // say): the flush waits for it to let go instead of leaving the turn for the next start.
+    let held = app
+        .backends
+        .memories
+        .claim_session(
+            "s1",
+            uuid::Uuid::new_v4(),
+            chrono::Utc::now() + chrono::Duration::milliseconds(700),
+        )
+        .await
+        .unwrap();
+    assert!(held, "nothing else holds the session");
     app.stop().await;
     let lag = app
         .backends
