@@ -1,6 +1,7 @@
 //! The LLM engines of L1: [`LlmExtractor`] (one call per batch segments it into scenes and
 //! extracts cards) and [`LlmJudge`] (one call per batch decides add / update / merge / discard
-//! for every card that has candidates).
+//! for every card that has candidates; a card repeating one of them word for word is
+//! discarded without asking).
 //!
 //! The model never sees a UUID: turns are shown as `m1, m2, ...` (context first), new cards as
 //! `n1, n2, ...` and stored memories as `c1, c2, ...`, and the answer's refs are mapped back.
@@ -125,16 +126,39 @@ impl ConflictJudge for LlmJudge {
             template: template.template,
             model: self.chat.model().to_owned(),
         };
-        let refs = CandidateRefs::new(cards, candidates);
+        // A card that repeats a stored memory word for word is a duplicate whatever a model
+        // would say: it is discarded here, and the model is asked only about the others.
+        let repeats: Vec<Option<Uuid>> = cards
+            .iter()
+            .zip(candidates.iter().map(Vec::as_slice).chain(std::iter::repeat(&[][..])))
+            .map(|(card, own)| repeated(card, own))
+            .collect();
+        let asked: Vec<Vec<Candidate>> = candidates
+            .iter()
+            .zip(&repeats)
+            .map(|(own, repeat)| if repeat.is_some() { Vec::new() } else { own.clone() })
+            .collect();
+        let discarded = |mut decisions: Vec<Decision>| {
+            for (decision, repeat) in decisions.iter_mut().zip(&repeats) {
+                if let Some(id) = repeat {
+                    *decision = Decision::Discard {
+                        duplicate_of: Some(*id),
+                    };
+                }
+            }
+            decisions
+        };
+        let refs = CandidateRefs::new(cards, &asked);
         // A card without candidates can only be added: no call for it, and none at all when
         // no card has any (the common case early in a user's history).
-        let Some(input) = refs.render(cards, candidates) else {
-            return Ok((vec![Decision::Add; cards.len()], run));
+        let Some(input) = refs.render(cards, &asked) else {
+            return Ok((discarded(vec![Decision::Add; cards.len()]), run));
         };
         let messages = vec![Message::system(template.text), Message::user(input)];
         let labels = CallLabels::new(trace::L1_DEDUP, &batch.tenant, Some(&batch.session_id));
         let reply = self.chat.complete_json(&labels, messages, parse_decisions).await?;
-        let (decisions, fallbacks) = refs.decisions(reply.value, cards.len(), candidates);
+        let (decisions, fallbacks) = refs.decisions(reply.value, cards.len(), &asked);
+        let decisions = discarded(decisions);
         if fallbacks > 0 {
             tracing::warn!(
                 cards = cards.len(),
@@ -413,6 +437,23 @@ fn category_names() -> String {
 
 // ---------------------------------------------------------------------------------------------
 // Dedup
+
+/// The active candidate that `card` repeats exactly: the same text (ignoring case and runs of
+/// white space), category and time. Anything less exact is the model's to judge.
+fn repeated(card: &Card, candidates: &[Candidate]) -> Option<Uuid> {
+    let text = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    let content = text(&card.content);
+    candidates
+        .iter()
+        .map(|c| &c.memory)
+        .find(|m| {
+            m.status == super::MemoryStatus::Active
+                && m.category == card.category
+                && m.occurred_at == card.occurred_at
+                && text(&m.content) == content
+        })
+        .map(|m| m.id)
+}
 
 /// The short refs of one dedup call: `n{i+1}` for `cards[i]`, `c1..` for the distinct stored
 /// memories among the candidates.

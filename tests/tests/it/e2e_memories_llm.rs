@@ -1,6 +1,7 @@
 //! L1 memories end to end in LLM mode, against the scripted OpenAI-compatible server: the
-//! seed's second-turn case, invalid JSON that fails a batch visibly and is retried, and a
-//! failing dedup call that stores every card with a warning.
+//! seed's second-turn case, invalid JSON that fails a batch visibly and is retried, a
+//! failing dedup call that stores every card with a warning, and a card repeating a memory
+//! word for word, discarded without a dedup call.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -206,7 +207,8 @@ async fn a_failing_dedup_call_adds_every_card_with_a_warning() {
     let t = tenant();
     app.append_ok(&t, "s1", user("I work on the payments team.")).await;
     app.wait_extracted(WAIT).await;
-    app.append_ok(&t, "s2", user("I work on the payments team.")).await;
+    // Not word for word: a card repeating a memory exactly is discarded without a call.
+    app.append_ok(&t, "s2", user("I work on the payments team now.")).await;
     app.wait_extracted(WAIT).await;
 
     let contents = app.memory_contents(&t).await;
@@ -229,4 +231,35 @@ async fn a_failing_dedup_call_adds_every_card_with_a_warning() {
         .unwrap();
     let warnings = detail["provenance"][0]["detail"]["warnings"].to_string();
     assert!(warnings.contains("judge failed"), "{detail}");
+}
+
+/// A card that repeats a stored memory word for word (the same text, category and time) is a
+/// duplicate without asking the model: it is discarded with no dedup call. A card that differs
+/// at all is still judged by the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_card_repeating_a_memory_word_for_word_is_discarded_without_a_call() {
+    let llm = FakeOpenAi::start(8).await;
+    let dedup_calls = Arc::new(AtomicUsize::new(0));
+    let counted = dedup_calls.clone();
+    llm.set_chat_responder(move |body| {
+        if payload(body)["cards"].is_array() {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+        good_answer(body)
+    });
+    let app = llm_app(&llm, Mode::Embedded).await;
+    let t = tenant();
+    app.append_ok(&t, "s1", user("I work on the payments team.")).await;
+    app.wait_extracted(WAIT).await;
+    app.append_ok(&t, "s2", user("I  work on the PAYMENTS team.")).await;
+    app.wait_extracted(WAIT).await;
+    assert_eq!(dedup_calls.load(Ordering::SeqCst), 0, "an exact repeat needs no call");
+    let contents = app.memory_contents(&t).await;
+    assert_eq!(contents.len(), 1, "the repeat is discarded: {contents:?}");
+
+    app.append_ok(&t, "s3", user("I work on the payments team in Berlin."))
+        .await;
+    app.wait_extracted(WAIT).await;
+    assert_eq!(dedup_calls.load(Ordering::SeqCst), 1, "a card that differs is judged");
+    assert_eq!(app.memory_contents(&t).await.len(), 2, "the fake adds it");
 }

@@ -621,7 +621,8 @@ async fn judge_maps_decisions_and_adds_on_a_foreign_target() {
     let cards = vec![
         new_card("实例 A 使用 TDSQL-C 8.0"),
         new_card("实例 A 在北京区"),
-        new_card("实例 A 的备份保留 7 天"),
+        // Not word for word the stored memory, which would be discarded without asking.
+        new_card("实例 A 的备份保留七天"),
         new_card("实例 B 是新买的"),
         new_card("用户喜欢表格"),
     ];
