@@ -190,6 +190,11 @@ impl Scheduler {
                         batches += 1;
                         ::metrics::counter!(metrics::EXTRACT_BATCH_REASONS, "reason" => reason).increment(1);
                         if report.added + report.updated + report.merged > 0 {
+                            // Into the index before the next batch: dedup finds its candidates
+                            // there, and a backlog runs batch after batch, while the owner's
+                            // other sessions run beside it. Drained only after the whole run,
+                            // a burst of 960 turns kept 112 memories where 67 were distinct.
+                            self.drain_memories().await;
                             self.memories_stored(&tenant).await;
                         }
                     }
@@ -215,13 +220,14 @@ impl Scheduler {
             }
             break;
         }
-        if batches > 0 {
-            if let Err(e) = self.indexer.drain().await {
-                // The outbox keeps the work; the sweep applies it.
-                tracing::warn!(error = %crate::runtime::error_chain(&e), "memory index update failed; will retry");
-            }
-        }
         Ok(batches)
+    }
+
+    async fn drain_memories(&self) {
+        if let Err(e) = self.indexer.drain().await {
+            // The outbox keeps the work; the sweep applies it.
+            tracing::warn!(error = %crate::runtime::error_chain(&e), "memory index update failed; will retry");
+        }
     }
 
     async fn memories_stored(&self, tenant: &Tenant) {

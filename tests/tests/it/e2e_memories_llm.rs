@@ -263,3 +263,60 @@ async fn a_card_repeating_a_memory_word_for_word_is_discarded_without_a_call() {
     assert_eq!(dedup_calls.load(Ordering::SeqCst), 1, "a card that differs is judged");
     assert_eq!(app.memory_contents(&t).await.len(), 2, "the fake adds it");
 }
+
+/// A backlog runs batch after batch in one go; each batch's memories must be in the index
+/// before the next one looks for its dedup candidates there. Otherwise a fact repeated two
+/// batches later (or in the owner's other session, running beside it) is stored twice.
+async fn a_backlog_dedups_against_its_own_earlier_batches(mode: Mode) {
+    let llm = FakeOpenAi::start(8).await;
+    llm.set_chat_responder(good_answer);
+    let mut app = TestApp::with(
+        mode,
+        Options {
+            env: vec![
+                ("LLM_URL", llm.base_url()),
+                ("LLM_MODEL", "fake-model".into()),
+                ("LLM_MAX_RETRIES", "0".into()),
+                ("LLM_TIMEOUT_MS", "5000".into()),
+                ("EXTRACT_IDLE_FLUSH_MS", "300".into()),
+                // Two turns a batch: the first batch takes turns 1-2, the second (due at once,
+                // as the warm-up asks for 2 more) turns 3-4, in the same run.
+                ("EXTRACT_BATCH_TURNS", "2".into()),
+            ],
+            ..Options::default()
+        },
+    )
+    .await;
+    let t = tenant();
+    let turns = [
+        "I work on the payments team.",
+        "Our database runs on Postgres 15.",
+        "I work on the payments team.",
+        "We deploy on Fridays.",
+    ];
+    let messages: Vec<Value> = turns.iter().map(|c| json!({"role": "user", "content": c})).collect();
+    app.append_ok(&t, "s1", Value::Array(messages)).await;
+    app.wait_extracted(WAIT).await;
+    let mut contents = app.memory_contents(&t).await;
+    contents.sort();
+    assert_eq!(
+        contents,
+        [
+            "用户自述：I work on the payments team.",
+            "用户自述：Our database runs on Postgres 15.",
+            "用户自述：We deploy on Fridays.",
+        ],
+        "{mode:?}: the repeat in the second batch is found and discarded"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backlog_dedups_against_its_own_earlier_batches_embedded() {
+    a_backlog_dedups_against_its_own_earlier_batches(Mode::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backlog_dedups_against_its_own_earlier_batches_cluster() {
+    a_backlog_dedups_against_its_own_earlier_batches(Mode::Cluster).await;
+}
