@@ -20,8 +20,12 @@
 //! as the API takes them) and, at 200 ms, `paced` (one turn per session every `PACE`, a fast
 //! live conversation, so the warm-up schedule runs as in production). Each scenario starts a
 //! fresh app; the clock runs from the first append until nothing is left to extract or index
-//! (`wait_extracted`), so the idle flush of the last partial batch (`EXTRACT_IDLE_FLUSH_MS`,
-//! 200 ms here) is included.
+//! (`wait_extracted`), so the idle flush of the last partial batch (`EXTRACT_IDLE_FLUSH_MS`)
+//! is included. The flush is 200 ms in every scenario, so that the runs end soon, and the paced
+//! one runs once more with the service's default of 60 s: a flush shorter than the gaps between
+//! a session's turns fires between them, each time on a partial batch.
+//!
+//! Arguments select scenarios by a word of their label (`bench_extract paced`); none runs all.
 //!
 //! The fake model answers like a careful one would: one card per worth-keeping user turn of
 //! the batch (not the context), and per card `discard` when a candidate says the same, `update`
@@ -317,7 +321,7 @@ async fn metrics(app: &TestApp) -> String {
         .expect("metrics page")
 }
 
-async fn run(engine: Engine, arrival: Arrival, cl100k: &tiktoken_rs::CoreBPE) -> String {
+async fn run(engine: Engine, arrival: Arrival, idle_flush: Duration, cl100k: &tiktoken_rs::CoreBPE) -> String {
     let mut all = HashMap::new();
     let mut sessions = Vec::new();
     for user in 0..USERS {
@@ -332,7 +336,7 @@ async fn run(engine: Engine, arrival: Arrival, cl100k: &tiktoken_rs::CoreBPE) ->
         completions: Mutex::default(),
     });
     let fake = FakeOpenAi::start(8).await;
-    let mut env = vec![("EXTRACT_IDLE_FLUSH_MS", "200".to_owned())];
+    let mut env = vec![("EXTRACT_IDLE_FLUSH_MS", idle_flush.as_millis().to_string())];
     if let Engine::Llm(latency) = engine {
         fake.set_latency(latency);
         let answering = model.clone();
@@ -383,6 +387,21 @@ async fn run(engine: Engine, arrival: Arrival, cl100k: &tiktoken_rs::CoreBPE) ->
     app.wait_extracted(WAIT).await;
     let elapsed = start.elapsed();
     let after = metrics(&app).await;
+    // What is kept: the active memories of every user at the end.
+    let mut active = 0;
+    for user in 0..USERS {
+        let tenant = Tenant {
+            team: team.clone(),
+            agent: "dba-assistant".to_owned(),
+            user: format!("user-{user}"),
+        };
+        active += app
+            .backends
+            .memories
+            .count_memories(&tenant, shared::memory::MemoryStatus::Active)
+            .await
+            .expect("count memories");
+    }
     if let Ok(mut app) = Arc::try_unwrap(app) {
         app.stop().await;
     }
@@ -392,6 +411,7 @@ async fn run(engine: Engine, arrival: Arrival, cl100k: &tiktoken_rs::CoreBPE) ->
     let batches = delta("sediment_extract_batches_total", &["result=\"ok\""])
         + delta("sediment_extract_batches_total", &["result=\"empty\""]);
     let raced = delta("sediment_extract_batches_total", &["result=\"raced\""]);
+    let reason = |r: &str| delta("sediment_extract_batch_reasons_total", &[&format!("reason=\"{r}\"")]);
     let failed = delta("sediment_extract_batches_total", &["result=\"failed\""]);
     let input_turns = delta("sediment_extract_input_turns_total", &[]);
     let junk = delta("sediment_extract_junk_turns_total", &[]);
@@ -430,7 +450,7 @@ async fn run(engine: Engine, arrival: Arrival, cl100k: &tiktoken_rs::CoreBPE) ->
     eprintln!(
         "{label} {arrival_label}: {total_turns} turns ingested in {:.2} s, extracted in {:.2} s; \
          {input_turns} turns read by batches ({junk} junk); decisions add {} update {} discard {}; \
-         raced {raced}, failed {failed}",
+         raced {raced}, failed {failed}; {active} active memories at the end",
         ingested.as_secs_f64(),
         elapsed.as_secs_f64(),
         decision("add"),
@@ -438,9 +458,12 @@ async fn run(engine: Engine, arrival: Arrival, cl100k: &tiktoken_rs::CoreBPE) ->
         decision("discard"),
     );
     format!(
-        "| {label} | {arrival_label} | {total_turns} | {:.1} | {:.0} | {batches:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} / {:.0} | {:.0} / {:.0} | {cards:.0} |",
+        "| {label} | {arrival_label} | {} | {total_turns} | {:.1} | {:.0} | {batches:.0} | {:.0} / {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} / {:.0} | {:.0} / {:.0} | {cards:.0} | {active} |",
+        flush_label(idle_flush),
         elapsed.as_secs_f64(),
         total_turns as f64 / elapsed.as_secs_f64(),
+        reason("threshold"),
+        reason("idle"),
         per_100(batches),
         per_100(calls("memory.l1-extract")),
         per_100(calls("memory.l1-dedup")),
@@ -455,24 +478,44 @@ async fn run(engine: Engine, arrival: Arrival, cl100k: &tiktoken_rs::CoreBPE) ->
 #[global_allocator]
 static ALLOCATOR: shared::Allocator = shared::Allocator;
 
+fn flush_label(idle_flush: Duration) -> String {
+    if idle_flush.as_millis().is_multiple_of(1000) {
+        format!("{} s", idle_flush.as_secs())
+    } else {
+        format!("{} ms", idle_flush.as_millis())
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let cl100k = tiktoken_rs::cl100k_base().expect("load cl100k_base");
+    let short = Duration::from_millis(200);
     let scenarios = [
-        (Engine::Rules, Arrival::Burst),
-        (Engine::Llm(Duration::ZERO), Arrival::Burst),
-        (Engine::Llm(Duration::from_millis(200)), Arrival::Burst),
-        (Engine::Llm(Duration::from_millis(1000)), Arrival::Burst),
-        (Engine::Llm(Duration::from_millis(200)), Arrival::Paced),
+        (Engine::Rules, Arrival::Burst, short),
+        (Engine::Llm(Duration::ZERO), Arrival::Burst, short),
+        (Engine::Llm(Duration::from_millis(200)), Arrival::Burst, short),
+        (Engine::Llm(Duration::from_millis(1000)), Arrival::Burst, short),
+        (Engine::Llm(Duration::from_millis(200)), Arrival::Paced, short),
+        // The service's default (`SEDIMENT_EXTRACT_IDLE_FLUSH_MS`).
+        (
+            Engine::Llm(Duration::from_millis(200)),
+            Arrival::Paced,
+            Duration::from_secs(60),
+        ),
     ];
+    let wanted: Vec<String> = std::env::args().skip(1).collect();
     let mut rows = Vec::new();
-    for (engine, arrival) in scenarios {
-        rows.push(run(engine, arrival, &cl100k).await);
+    for (engine, arrival, idle_flush) in scenarios {
+        let label = format!("{engine:?} {arrival:?} {}", flush_label(idle_flush)).to_lowercase();
+        if !wanted.is_empty() && !wanted.iter().any(|w| label.contains(&w.to_lowercase())) {
+            continue;
+        }
+        rows.push(run(engine, arrival, idle_flush, &cl100k).await);
     }
     println!(
-        "| engine | arrival | turns | wall s | turns/s | batches | batches /100 turns | extract calls /100 | dedup calls /100 | LLM calls /100 | fake tokens /100 (prompt / completion) | cl100k tokens /100 (prompt / completion) | cards |"
+        "| engine | arrival | idle flush | turns | wall s | turns/s | batches | by threshold / idle | batches /100 turns | extract calls /100 | dedup calls /100 | LLM calls /100 | fake tokens /100 (prompt / completion) | cl100k tokens /100 (prompt / completion) | cards | active memories |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         println!("{row}");
     }
