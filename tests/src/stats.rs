@@ -15,9 +15,15 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// Send times of an open loop: Poisson arrivals at `rate` a second for `seconds`, as offsets
 /// from the start. The generator is seeded, so every run sends on the same schedule.
 pub fn poisson_arrivals(rate: f64, seconds: f64) -> Vec<Duration> {
+    poisson_arrivals_seeded(rate, seconds, 0)
+}
+
+/// [`poisson_arrivals`] from another seed: two streams of one run (appends and searches) must
+/// not share their gaps.
+pub fn poisson_arrivals_seeded(rate: f64, seconds: f64, seed: u64) -> Vec<Duration> {
     let mut schedule = Vec::new();
     let mut at = 0.0;
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0xD1B5_4A32_D192_ED03);
     loop {
         // SplitMix64, then an exponential gap.
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -45,5 +51,8 @@ mod tests {
         assert!(schedule.windows(2).all(|w| w[0] <= w[1]));
         assert!(schedule.last().is_some_and(|last| last.as_secs_f64() < 100.0));
         assert_eq!(schedule, poisson_arrivals(100.0, 100.0), "the same schedule every run");
+        let other = poisson_arrivals_seeded(100.0, 100.0, 1);
+        assert!((9_600..=10_400).contains(&other.len()), "{}", other.len());
+        assert_ne!(other[..100], schedule[..100], "another seed, other gaps");
     }
 }

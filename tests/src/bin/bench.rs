@@ -19,12 +19,21 @@
 //! unless `BENCH_WITH_EXTRACT=1`: these numbers are for the L0 path. `BENCH_INDEX_PARENT=/dev/shm`
 //! keeps the embedded index on another file system than the store, to tell their disk writes
 //! apart.
+//!
+//! `load` states latency at a load (issue 37, target 4): first the capacity, the turns/s that a
+//! closed loop of 64 clients gets appended and indexed (its turns over the time until the last
+//! one is searchable); then, at 25, 50, 75 and 90 % of it, an open loop: appends of
+//! `BATCH` turns with Poisson arrivals at that rate, spread over 64 sessions of one tenant, and
+//! conversation searches of that tenant with Poisson arrivals at `LOAD_SEARCH_RATE`. Every
+//! request is its own task, sent at its scheduled time whatever the ones before it do, and
+//! timed from that scheduled time, so a server that falls behind shows it as latency instead
+//! of slowing the clients down. Index lag is the commit-to-indexed histogram of the round.
 
 use std::time::{Duration, Instant};
 
 use integration_tests::app::{tenant, Mode, Options, TenantHeaders as _, TestApp};
 use integration_tests::cpu;
-use integration_tests::stats::percentile;
+use integration_tests::stats::{percentile, poisson_arrivals_seeded};
 use integration_tests::synthetic::{sentence, Rng};
 use serde_json::{json, Value};
 use shared::bus::TURN_APPENDED;
@@ -83,7 +92,9 @@ async fn ingest(app: &TestApp, clients: usize, rate: Option<f64>) {
 
 /// [`ingest`], and with `searching` one more client that searches the tenant being written, one
 /// query after another, for as long: the latency of recall under ingest load.
-async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching: bool) {
+/// Returns the turns/s that became searchable: the turns over the round plus its catch-up (the
+/// appended rate when no index worker runs here).
+async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching: bool) -> f64 {
     // A round starts on a settled index: otherwise the paced rounds would share the cores with
     // the optimizer runs that the closed-loop rounds before them set off.
     let settled = optimizer_idle(app).await;
@@ -110,7 +121,8 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     let published_before = counter(app, EVENTS_PUBLISHED, &PUBLISHED_OK).await;
     let cpu_before = cpu::Sample::now();
     let seconds = seconds();
-    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(seconds);
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..clients {
         let (client, base, t) = (app.client.clone(), app.base.clone(), t.clone());
@@ -220,11 +232,12 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
     );
     if !app.backends.api_runs_index_worker {
         println!("{ingested} | no index worker");
-        return;
+        return turns as f64 / seconds as f64;
     }
     let lag_at_end = app.backends.store.lag(INDEX_CONSUMER).await.expect("lag").turns;
     app.wait_indexed(Duration::from_secs(600)).await;
     let catch_up = ingest_end.elapsed();
+    let searchable = turns as f64 / started.elapsed().as_secs_f64();
     let delays = since(buckets(app, INDEX_DELAY).await, &delays_before);
     let flushes = since(buckets(app, INDEX_FLUSH_SECONDS).await, &flushes_before);
     let writes = since(buckets(app, INDEX_WRITE_POINTS).await, &writes_before);
@@ -250,6 +263,111 @@ async fn ingest_with(app: &TestApp, clients: usize, rate: Option<f64>, searching
         rounds.last().map_or(0.0, |(_, n)| *n),
         syncs.last().map_or(0.0, |(_, n)| *n),
         optimizer.last().map_or(0.0, |(_, n)| *n),
+    );
+    searchable
+}
+
+/// Searches a second in every `load` round, whatever its append rate: an agent's recalls
+/// against the conversations being written.
+const LOAD_SEARCH_RATE: f64 = 20.0;
+/// Sessions the appends of a `load` round are spread over.
+const LOAD_SESSIONS: usize = 64;
+
+/// The capacity, then an open loop at 25, 50, 75 and 90 % of it (see the module docs).
+async fn load(app: &TestApp) {
+    // What the whole service sustains, the index included: a closed loop alone outruns the
+    // index by far (49k turns/s appended against 17k indexed, embedded), and an open loop at a
+    // share of that rate would only measure a growing backlog.
+    let capacity = ingest_with(app, 64, None, false).await;
+    println!(
+        "{:?} capacity: {capacity:.0} turns/s appended and indexed (closed loop, 64 clients, requests of {BATCH} turns, until the last turn was indexed)",
+        app.mode
+    );
+    for percent in [25.0, 50.0, 75.0, 90.0] {
+        open_loop(app, capacity * percent / 100.0, percent).await;
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Append,
+    Search,
+}
+
+/// One open-loop round at `rate` turns/s of appends plus the searches.
+async fn open_loop(app: &TestApp, rate: f64, percent: f64) {
+    optimizer_idle(app).await;
+    let t = tenant();
+    let delays_before = buckets(app, INDEX_DELAY).await;
+    let cpu_before = cpu::Sample::now();
+    let seconds = seconds() as f64;
+    let appends = poisson_arrivals_seeded(rate / BATCH as f64, seconds, 1);
+    let searches = poisson_arrivals_seeded(LOAD_SEARCH_RATE, seconds, 2);
+    let start = Instant::now() + Duration::from_millis(100);
+    let mut tasks = tokio::task::JoinSet::new();
+    for (n, offset) in appends.iter().enumerate() {
+        let (client, base, t) = (app.client.clone(), app.base.clone(), t.clone());
+        let scheduled = start + *offset;
+        tasks.spawn(async move {
+            tokio::time::sleep_until(scheduled.into()).await;
+            let turns: Vec<Value> = (0..BATCH)
+                .map(|i| json!({"role": "user", "content": sentence(n * BATCH + i)}))
+                .collect();
+            let r = client
+                .post(format!("{base}/v1/sessions/{}-{}/messages", t.team, n % LOAD_SESSIONS))
+                .tenant_headers(&t)
+                .json(&json!({ "messages": turns }))
+                .send()
+                .await;
+            let ok = r.is_ok_and(|r| r.status() == 201);
+            (Call::Append, ok, scheduled.elapsed())
+        });
+    }
+    for (q, offset) in searches.iter().enumerate() {
+        let (client, base, t) = (app.client.clone(), app.base.clone(), t.clone());
+        let scheduled = start + *offset;
+        tasks.spawn(async move {
+            tokio::time::sleep_until(scheduled.into()).await;
+            let r = client
+                .post(format!("{base}/v1/conversations/search"))
+                .tenant_headers(&t)
+                .json(&json!({"query": query_words(q, 2), "limit": 10}))
+                .send()
+                .await;
+            let ok = match r {
+                Ok(r) if r.status() == 200 => r.json::<Value>().await.is_ok(),
+                _ => false,
+            };
+            (Call::Search, ok, scheduled.elapsed())
+        });
+    }
+    // A request that fails (an error status, or no connection once a server far behind has
+    // used up the file descriptors) is counted, not timed.
+    let (mut append_latencies, mut search_latencies, mut failed) = (Vec::new(), Vec::new(), 0);
+    while let Some(done) = tasks.join_next().await {
+        match done.expect("request") {
+            (_, false, _) => failed += 1,
+            (Call::Append, true, latency) => append_latencies.push(latency),
+            (Call::Search, true, latency) => search_latencies.push(latency),
+        }
+    }
+    let cpu = cpu_before
+        .zip(cpu::Sample::now())
+        .map(|(before, after)| before.until(&after));
+    app.wait_indexed(Duration::from_secs(600)).await;
+    let delays = since(buckets(app, INDEX_DELAY).await, &delays_before);
+    append_latencies.sort_unstable();
+    search_latencies.sort_unstable();
+    println!(
+        "{:?} open loop at {percent:.0}% of capacity: appends {rate:.0} turns/s ({} requests) {}; searches {LOAD_SEARCH_RATE:.0}/s ({}) {}; failed {failed}; commit-to-indexed p50={:.3}s p99={:.3}s; cpu {}",
+        app.mode,
+        append_latencies.len(),
+        p50_p99(&append_latencies),
+        search_latencies.len(),
+        p50_p99(&search_latencies),
+        histogram_quantile(&delays, 0.50),
+        histogram_quantile(&delays, 0.99),
+        cpu.map_or_else(|| "unknown".to_string(), |u| u.to_string()),
     );
 }
 
@@ -463,6 +581,9 @@ async fn main() {
     }
     if what == "mixed" {
         ingest_with(&app, 64, Some(5_000.0), true).await;
+    }
+    if what == "load" {
+        load(&app).await;
     }
     if what == "all" || what == "search" {
         search(&app).await;

@@ -11,10 +11,10 @@
 //! Each case starts the API binary as a child process on fresh state, with the index in that
 //! process (Qdrant Edge; in the cluster too, where the API then runs the index and extract
 //! workers itself), against this machine's Postgres and RabbitMQ in the cluster. It appends
-//! turns in an open loop (Poisson arrivals of requests of 10 turns, each to one of 100
-//! sessions), waits until the index (and extraction) have caught up and the server has been idle
-//! for a second, and divides each process's CPU time over that whole window by the turns. The
-//! cases:
+//! turns in an open loop (Poisson arrivals of requests of 10 turns, or
+//! `BENCH_TURNS_PER_REQUEST`, each to one of 100 sessions), waits until the index (and
+//! extraction) have caught up and the server has been idle for a second, and divides each
+//! process's CPU time over that whole window by the turns. The cases:
 //! - `keyword`: append and keyword indexing, no embedder, no extraction (issue 37's target:
 //!   100 µs a turn); `BENCH_TURNS` turns (default 20,000) at `BENCH_RATE` turns/s (2,000);
 //! - `dense`: the same with the local model's dense vectors, `BENCH_DENSE_TURNS` (2,000) at
@@ -46,7 +46,6 @@ use shared::store::INDEX_CONSUMER;
 #[global_allocator]
 static ALLOCATOR: shared::Allocator = shared::Allocator;
 
-const TURNS_PER_REQUEST: usize = 10;
 const SESSIONS: usize = 100;
 /// The processes that make up the service in each deployment; anything else the window saw is
 /// the machine's (in the embedded deployment, an idle Postgres or RabbitMQ too).
@@ -123,11 +122,10 @@ async fn run(mode: &str, case: &Case) {
     }
     let (server, _) = ApiProcess::start(&env, &dir.path().join("server.log")).await;
     let t = tenant();
-    let requests = case.turns.div_ceil(TURNS_PER_REQUEST);
-    let schedule = poisson_arrivals(
-        case.rate / TURNS_PER_REQUEST as f64,
-        2.0 * case.turns as f64 / case.rate,
-    );
+    // Each request is committed on its own: larger requests spread that commit over more turns.
+    let per_request: usize = env_or("BENCH_TURNS_PER_REQUEST", 10);
+    let requests = case.turns.div_ceil(per_request);
+    let schedule = poisson_arrivals(case.rate / per_request as f64, 2.0 * case.turns as f64 / case.rate);
     assert!(schedule.len() >= requests, "the schedule is long enough");
     let before = Sample::now().expect("/proc");
     let start = Instant::now();
@@ -136,7 +134,7 @@ async fn run(mode: &str, case: &Case) {
             let (server, t) = (&server, &t);
             async move {
                 tokio::time::sleep_until((start + offset).into()).await;
-                let turns = (r * TURNS_PER_REQUEST..(r + 1) * TURNS_PER_REQUEST)
+                let turns = (r * per_request..(r + 1) * per_request)
                     .map(|i| json!({ "role": if i % 2 == 0 { "user" } else { "assistant" }, "content": sentence(i) }))
                     .collect();
                 server.append(t, &format!("s{}", r % SESSIONS), turns).await;
@@ -165,7 +163,7 @@ async fn run(mode: &str, case: &Case) {
     }
     let caught_up_at = caught_up_at.expect("caught up");
     let usage = before.until(&Sample::now().expect("/proc"));
-    let turns = (requests * TURNS_PER_REQUEST) as f64;
+    let turns = (requests * per_request) as f64;
     let per_turn = |seconds: f64| seconds / turns * 1e6;
     let mut service = 0.0;
     let mut parts = Vec::new();
@@ -180,7 +178,7 @@ async fn run(mode: &str, case: &Case) {
         }
     }
     println!(
-        "{mode:<8} {:<7} {} turns at {}/s, appended in {:.1} s, caught up {:.1} s later | µs/turn: service {:.0} ({}) | not counted: {}",
+        "{mode:<8} {:<7} {} turns at {}/s in requests of {per_request}, appended in {:.1} s, caught up {:.1} s later | µs/turn: service {:.0} ({}) | not counted: {}",
         case.name,
         turns,
         case.rate,
