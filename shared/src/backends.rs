@@ -86,6 +86,8 @@ impl Backends {
         let keys: Arc<dyn KeyStore>;
         let erasures: Arc<dyn EraseStore>;
         let portable: Arc<dyn PortableStore>;
+        // The embedded store, for what only its owner may do once the index is open.
+        let mut sqlite: Option<Arc<SqliteStore>> = None;
         let ((store, memories, compactions, prompt_store, audit), bus, embedded): Ports = match &settings.deployment {
             Deployment::Embedded { data_dir } => {
                 std::fs::create_dir_all(data_dir)
@@ -96,6 +98,7 @@ impl Backends {
                 let bus = LocalBus::new(settings.worker.max_attempts, settings.worker.retry_delay)
                     .muting(&muted_kinds(settings));
                 let store = Arc::new(store);
+                sqlite = Some(store.clone());
                 scenes = store.clone();
                 keys = store.clone();
                 erasures = store.clone();
@@ -167,6 +170,17 @@ impl Backends {
                 )
             }
         };
+        if let (Some(sqlite), IndexBackend::Edge { .. }) = (&sqlite, &settings.index) {
+            // The Edge index's directory lock makes this the only process extracting from this
+            // database: an extraction lease still held was left by one that was killed.
+            let released = sqlite
+                .release_extract_leases()
+                .await
+                .context("release the extraction leases of a stopped process")?;
+            if released > 0 {
+                tracing::warn!(sessions = released, "released extraction leases a stopped process held");
+            }
+        }
         if index.created() {
             // A new, empty index: whatever the cursors say was indexed is gone with the old
             // one (a removed directory, a new collection), so index everything again.

@@ -11,6 +11,7 @@ use integration_tests::pg::TestDb;
 use serde_json::{json, Value};
 use shared::domain::Tenant;
 use shared::index::{EdgeIndex, PointKind, SearchIndex};
+use shared::store::memory::MemoryStore as _;
 use shared::store::{PostgresStore, TranscriptStore, INDEX_CONSUMER};
 use tokio::process::{Child, Command};
 
@@ -346,6 +347,71 @@ async fn a_pending_scene_run_survives_a_restart() {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "the pending scene run was lost"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sigterm_and_wait(proc).await;
+}
+
+/// A process killed mid-extraction leaves its session's lease (10 minutes) behind. The next
+/// embedded process on the data directory is the only one extracting from it, so it releases
+/// such leases at start and the session's extraction goes on at once.
+#[tokio::test]
+async fn an_embedded_restart_takes_over_a_killed_process_extraction_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let env: Vec<(String, String)> = vec![
+        ("SEDIMENT_DATA_DIR".into(), data.display().to_string()),
+        ("SEDIMENT_EMBEDDING".into(), "none".into()),
+        ("SEDIMENT_EXTRACT_IDLE_FLUSH_MS".into(), "300".into()),
+    ];
+    let t = tenant();
+    let proc = spawn(&env).await;
+    append(
+        &proc.base,
+        &t,
+        "leased",
+        json!([{"role": "user", "content": "hello there"}]),
+    )
+    .await;
+    sigterm_and_wait(proc).await;
+    // What a SIGKILL mid-batch leaves: the lease of a run that will never release it.
+    let store = shared::store::SqliteStore::open(&data.join("sediment.db"))
+        .await
+        .unwrap();
+    let until = chrono::Utc::now() + chrono::Duration::minutes(10);
+    assert!(store
+        .claim_session("leased", uuid::Uuid::new_v4(), until)
+        .await
+        .unwrap());
+    drop(store);
+
+    let proc = spawn(&env).await;
+    append(
+        &proc.base,
+        &t,
+        "leased",
+        json!([{"role": "user", "content": "I prefer blue-green deploys for the billing service"}]),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let start = Instant::now();
+    loop {
+        let memories: Value = client
+            .get(format!("{}/v1/memories?session_id=leased", proc.base))
+            .tenant_headers(&t)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if memories["items"].as_array().is_some_and(|items| !items.is_empty()) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the session's extraction waits for the dead process's lease"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -66,6 +66,9 @@ mod sql {
          OR extract_schedule.lease_until < ?4 RETURNING session_id";
     pub const RELEASE: &str = "UPDATE extract_schedule SET lease_owner = NULL, lease_until = NULL, updated_at = ?3 \
          WHERE session_id = ?1 AND lease_owner = ?2";
+    pub const RELEASE_ALL: &str =
+        "UPDATE extract_schedule SET lease_owner = NULL, lease_until = NULL, updated_at = ?1 \
+         WHERE lease_owner IS NOT NULL";
     pub const DUE_SESSIONS: &str = "SELECT e.session_id, s.team_id, s.agent_id, s.user_id \
          FROM extract_schedule e JOIN sessions s ON s.session_id = e.session_id \
          WHERE e.idle_due_at IS NOT NULL AND e.idle_due_at <= ?1 ORDER BY e.idle_due_at LIMIT ?2";
@@ -286,6 +289,17 @@ fn commit_batch(conn: &mut Connection, commit: &BatchCommit) -> Outcome<CommitOu
     }
     tx.commit()?;
     Ok(CommitOutcome::Committed)
+}
+
+impl SqliteStore {
+    /// Releases every session's extraction lease and returns how many were held. Only for a
+    /// process that knows it is the one extracting from this database: leases it finds at
+    /// start were left by a process that died, and would stall their sessions' extraction
+    /// until they expire (10 minutes).
+    pub async fn release_extract_leases(&self) -> StoreResult<usize> {
+        self.run(|conn| Ok(conn.execute(sql::RELEASE_ALL, params![Utc::now().timestamp_micros()])?))
+            .await
+    }
 }
 
 #[async_trait]
