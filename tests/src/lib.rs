@@ -5,6 +5,7 @@
 pub mod amqp;
 pub mod app;
 pub mod browser;
+pub mod chaos;
 pub mod cpu;
 pub mod fake_openai;
 pub mod faulty_index;

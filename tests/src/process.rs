@@ -39,8 +39,17 @@ pub async fn sigterm_within(mut child: Child, deadline: Duration) {
     assert!(exit.success(), "exit status {exit:?} after SIGTERM");
 }
 
+/// `sediment-api` beside the running binary, where cargo puts it for the binaries of this
+/// package (integration tests use `CARGO_BIN_EXE_sediment-api` instead).
+pub fn sibling_binary() -> std::path::PathBuf {
+    std::env::current_exe()
+        .expect("this binary")
+        .with_file_name("sediment-api")
+}
+
 /// The API binary (`sediment-api`, the test copy of `sediment`) as a child process, for the
-/// benchmarks that measure the server's own CPU and memory apart from the client's.
+/// benchmarks that measure the server's own CPU and memory apart from the client's, and for
+/// the fault scenarios (`chaos`) that kill and restart it.
 pub struct ApiProcess {
     child: Child,
     pid: String,
@@ -53,16 +62,18 @@ impl ApiProcess {
     /// free loopback port, its log appended to `log`; waits until `/readyz` answers 200 and
     /// returns it with how long that took.
     pub async fn start(env: &[(&str, String)], log: &Path) -> (Self, Duration) {
-        let bin = std::env::current_exe()
-            .expect("this binary")
-            .with_file_name("sediment-api");
-        let port = free_port();
+        Self::start_at(&sibling_binary(), free_port(), env, log).await
+    }
+
+    /// [`ApiProcess::start`] of the binary `bin` on `port`: a restarted server keeps its
+    /// address, so a client's load carries on against the same URL.
+    pub async fn start_at(bin: &Path, port: u16, env: &[(&str, String)], log: &Path) -> (Self, Duration) {
         let log_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
             .expect("open the server log");
-        let mut command = tokio::process::Command::new(&bin);
+        let mut command = tokio::process::Command::new(bin);
         command
             .env_clear()
             .env("HOME", std::env::var_os("HOME").unwrap_or_default())
@@ -108,6 +119,11 @@ impl ApiProcess {
     /// SIGTERM, then waits up to 2 minutes for exit status 0 (the index flushes on the way out).
     pub async fn stop(self) {
         sigterm_within(self.child, Duration::from_secs(120)).await;
+    }
+
+    /// SIGKILL, then waits for the process to be gone: a crash, with no chance to flush.
+    pub async fn kill(mut self) {
+        self.child.kill().await.expect("SIGKILL the server");
     }
 
     /// User plus system CPU seconds the server has spent so far.
@@ -156,20 +172,22 @@ impl ApiProcess {
 
     /// `consumer`'s lag in turns (`index`, `extract`), from `/ops/state`.
     pub async fn lag(&self, consumer: &str) -> i64 {
-        let state: Value = self
-            .client
-            .get(format!("{}/ops/state", self.base))
-            .send()
+        self.try_lag(consumer)
             .await
-            .expect("ops state")
-            .json()
-            .await
-            .expect("ops state body");
-        state["lag"]
-            .as_array()
-            .and_then(|rows| rows.iter().find(|r| r["consumer"] == consumer))
-            .and_then(|r| r["turns"].as_i64())
-            .unwrap_or_else(|| panic!("no lag for {consumer} in {state}"))
+            .unwrap_or_else(|| panic!("no lag for {consumer} from {}/ops/state", self.base))
+    }
+
+    /// [`ApiProcess::lag`], or `None` when the server or its store does not answer (a fault
+    /// is in progress).
+    pub async fn try_lag(&self, consumer: &str) -> Option<i64> {
+        let state = self.ops_state().await?;
+        state["lag"].as_array()?.iter().find(|r| r["consumer"] == consumer)?["turns"].as_i64()
+    }
+
+    /// The `/ops/state` body, or `None` when the server does not answer with one.
+    pub async fn ops_state(&self) -> Option<Value> {
+        let response = self.client.get(format!("{}/ops/state", self.base)).send().await.ok()?;
+        response.json().await.ok()
     }
 
     /// Waits until the index has caught up with the store and no index optimizer run is in

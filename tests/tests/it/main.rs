@@ -3,6 +3,7 @@
 mod audit_log;
 mod auth;
 mod bus_conformance;
+mod chaos;
 mod cli;
 mod compact_process;
 mod compaction_jobs;

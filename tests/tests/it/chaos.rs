@@ -1,0 +1,30 @@
+//! Faults under load, each scenario's short form (`integration_tests::chaos`; tests/README.md,
+//! "Faults: the chaos suite"). A test fails when an invariant breaks or the system does not
+//! catch up after a fault; the report it prints says what was measured.
+
+use std::path::Path;
+
+use integration_tests::chaos::{Form, Scenario};
+
+const SERVER: &str = env!("CARGO_BIN_EXE_sediment-api");
+
+async fn holds(scenario: Scenario) {
+    let report = scenario.run(Path::new(SERVER), Form::Short).await;
+    println!("{report}");
+    assert!(report.passed(), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_kill_mid_write_loses_and_duplicates_nothing() {
+    holds(Scenario::EmbeddedKill).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_outage_keeps_ingest_answering_and_recovers() {
+    holds(Scenario::RabbitmqOutage).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restart_refuses_with_503_and_recovers() {
+    holds(Scenario::PostgresRestart).await;
+}
