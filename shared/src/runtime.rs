@@ -202,6 +202,14 @@ pub async fn run_consumer(
     let mut sweeping: Option<tokio::task::JoinHandle<()>> = None;
     let mut heartbeat_timer = tokio::time::interval(Duration::from_secs(1));
     heartbeat.beat();
+    // While the broker is gone, the loop goes on with its sweeps and heartbeats and subscribes
+    // again when `resubscribe_at` comes: the sweep keeps the work moving meanwhile (the store and
+    // the index are up), and a liveness probe does not take a worker that waits for the broker
+    // for a wedged one.
+    let mut connected = true;
+    let mut backoff = RESUBSCRIBE_FIRST;
+    let resubscribe_at = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(resubscribe_at);
 
     loop {
         let capacity = in_flight.len() < settings.prefetch as usize;
@@ -209,7 +217,26 @@ pub async fn run_consumer(
             biased;
             () = shutdown.cancelled() => break,
             Some(done) = in_flight.join_next() => settle(&mut *subscription, worker, done).await,
-            delivery = subscription.next(), if capacity => {
+            () = &mut resubscribe_at, if !connected => {
+                match tokio::time::timeout(RESUBSCRIBE_TIMEOUT, bus.subscribe(kind, settings.prefetch)).await {
+                    Ok(Ok(fresh)) => {
+                        tracing::info!(worker, "consumer resubscribed");
+                        subscription = fresh;
+                        connected = true;
+                        backoff = RESUBSCRIBE_FIRST;
+                    }
+                    failed => {
+                        let error = match failed {
+                            Ok(Err(e)) => error_chain(&e),
+                            _ => format!("no answer within {RESUBSCRIBE_TIMEOUT:?}"),
+                        };
+                        tracing::warn!(worker, error, retry_in_ms = backoff.as_millis() as u64, "failed to resubscribe");
+                        resubscribe_at.as_mut().reset(tokio::time::Instant::now() + backoff);
+                        backoff = (backoff * 2).min(RESUBSCRIBE_MAX);
+                    }
+                }
+            }
+            delivery = subscription.next(), if capacity && connected => {
                 let Some(delivery) = delivery else {
                     // The connection dropped. Finish what is in hand (settling on a dead
                     // channel fails, and the broker redelivers), then subscribe again.
@@ -217,13 +244,9 @@ pub async fn run_consumer(
                     while let Some(done) = in_flight.join_next().await {
                         settle(&mut *subscription, worker, done).await;
                     }
-                    match resubscribe(&*bus, kind, settings.prefetch, &shutdown).await {
-                        Some(fresh) => {
-                            subscription = fresh;
-                            continue;
-                        }
-                        None => break,
-                    }
+                    connected = false;
+                    resubscribe_at.as_mut().reset(tokio::time::Instant::now());
+                    continue;
                 };
                 let handler = Arc::clone(&handler);
                 in_flight.spawn(async move {
@@ -284,32 +307,13 @@ pub async fn run_consumer(
     Ok(())
 }
 
-/// Subscribes again after a lost connection, backing off from 0.5 s to 30 s; `None` once
-/// shutdown is requested.
-async fn resubscribe(
-    bus: &dyn EventBus,
-    kind: WorkerKind,
-    prefetch: u16,
-    shutdown: &CancellationToken,
-) -> Option<Box<dyn crate::bus::Subscription>> {
-    let mut backoff = Duration::from_millis(500);
-    loop {
-        match bus.subscribe(kind, prefetch).await {
-            Ok(subscription) => {
-                tracing::info!(worker = kind.as_str(), "consumer resubscribed");
-                return Some(subscription);
-            }
-            Err(e) => {
-                tracing::warn!(worker = kind.as_str(), error = %error_chain(&e), retry_in_ms = backoff.as_millis() as u64, "failed to resubscribe")
-            }
-        }
-        tokio::select! {
-            () = shutdown.cancelled() => return None,
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(30));
-    }
-}
+/// The first wait before subscribing again after a failed attempt; it doubles up to
+/// [`RESUBSCRIBE_MAX`].
+const RESUBSCRIBE_FIRST: Duration = Duration::from_millis(500);
+const RESUBSCRIBE_MAX: Duration = Duration::from_secs(30);
+/// How long one attempt to subscribe may take: a broker that accepts the connection and never
+/// answers must not hold the loop.
+const RESUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 async fn process(handler: &dyn Handler, delivery: &Delivery) -> Outcome {
     let worker = handler.kind().as_str();

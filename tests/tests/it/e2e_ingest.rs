@@ -379,3 +379,71 @@ async fn the_worker_resubscribes_after_losing_the_broker() {
     shutdown.cancel();
     worker.await.unwrap().unwrap();
 }
+
+/// While its broker is down, a worker goes on sweeping and beating: the store and the index
+/// are up, so the turns still get indexed, and a liveness probe sees a loop that turns rather
+/// than one stuck waiting to subscribe again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_sweeps_and_beats_while_its_broker_is_down() {
+    use std::sync::Arc;
+
+    use integration_tests::chaos::PrivateBroker;
+    use shared::bus::{AmqpBus, AmqpSettings};
+    use shared::indexer::Indexer;
+    use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat, IndexHandler};
+
+    let broker = PrivateBroker::start("sweeps").await.expect("start a private broker");
+    let app = TestApp::with(
+        Mode::Cluster,
+        Options {
+            no_worker: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let bus = AmqpBus::connect(AmqpSettings {
+        url: broker.url(),
+        prefix: app.settings.amqp_prefix.clone(),
+        ..AmqpSettings::default()
+    })
+    .await
+    .unwrap();
+    let heartbeat = Arc::new(Heartbeat::default());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let worker = tokio::spawn(run_consumer(
+        Arc::new(bus),
+        Arc::new(IndexHandler(Indexer::new(
+            app.backends.store.clone(),
+            app.backends.index.clone(),
+            app.backends.embedder.clone(),
+            64,
+        ))),
+        ConsumerSettings {
+            prefetch: 4,
+            sweep_interval: Duration::from_millis(200),
+            shutdown_deadline: Duration::from_secs(5),
+        },
+        heartbeat.clone(),
+        shutdown.clone(),
+    ));
+    broker.stop_app().await.expect("stop the broker");
+    // Long enough for the consumer to see its connection close and fail to subscribe again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let t = tenant();
+    // The API publishes its wake-up to the machine's broker, which no worker reads here: only
+    // this worker's sweep can index the turn.
+    app.append_ok(
+        &t,
+        "outage",
+        json!([{"role": "user", "content": "indexed while the broker is away"}]),
+    )
+    .await;
+    app.wait_indexed(INDEX_WAIT).await;
+    assert_eq!(app.search_contents(&t, "broker").await.len(), 1);
+    let age = heartbeat.age().expect("the loop started");
+    assert!(age < Duration::from_secs(3), "the heartbeat stopped {age:?} ago");
+
+    broker.start_app().await.expect("start the broker");
+    shutdown.cancel();
+    worker.await.unwrap().unwrap();
+}
