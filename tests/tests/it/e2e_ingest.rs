@@ -318,14 +318,45 @@ async fn lost_events_only_delay_indexing() {
     }
 }
 
+/// An index worker of `app`'s store and index consuming from `bus`, as its own task, until
+/// `shutdown`.
+fn index_consumer(
+    app: &TestApp,
+    bus: shared::bus::AmqpBus,
+    sweep_interval: Duration,
+    heartbeat: std::sync::Arc<shared::runtime::Heartbeat>,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<anyhow::Result<()>> {
+    use std::sync::Arc;
+
+    use shared::indexer::Indexer;
+    use shared::runtime::{run_consumer, ConsumerSettings, IndexHandler};
+
+    tokio::spawn(run_consumer(
+        Arc::new(bus),
+        Arc::new(IndexHandler(Indexer::new(
+            app.backends.store.clone(),
+            app.backends.index.clone(),
+            app.backends.embedder.clone(),
+            64,
+        ))),
+        ConsumerSettings {
+            prefetch: 4,
+            sweep_interval,
+            shutdown_deadline: Duration::from_secs(5),
+        },
+        heartbeat,
+        shutdown,
+    ))
+}
+
 #[tokio::test]
 async fn the_worker_resubscribes_after_losing_the_broker() {
     use std::sync::Arc;
 
     use shared::bus::{AmqpBus, AmqpSettings};
     use shared::config::Deployment;
-    use shared::indexer::Indexer;
-    use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat, IndexHandler};
+    use shared::runtime::Heartbeat;
 
     // A long sweep period: only events can get the second turn indexed in time.
     let env = vec![("WORKER_SWEEP_INTERVAL_MS", "600000".to_owned())];
@@ -349,22 +380,13 @@ async fn the_worker_resubscribes_after_losing_the_broker() {
     .await
     .unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let worker = tokio::spawn(run_consumer(
-        Arc::new(bus.clone()),
-        Arc::new(IndexHandler(Indexer::new(
-            app.backends.store.clone(),
-            app.backends.index.clone(),
-            app.backends.embedder.clone(),
-            64,
-        ))),
-        ConsumerSettings {
-            prefetch: 4,
-            sweep_interval: Duration::from_secs(600),
-            shutdown_deadline: Duration::from_secs(5),
-        },
+    let worker = index_consumer(
+        &app,
+        bus.clone(),
+        Duration::from_secs(600),
         Arc::new(Heartbeat::default()),
         shutdown.clone(),
-    ));
+    );
     let t = tenant();
     app.append_ok(&t, "flaky", json!([{"role": "user", "content": "before the outage"}]))
         .await;
@@ -389,8 +411,7 @@ async fn a_worker_sweeps_and_beats_while_its_broker_is_down() {
 
     use integration_tests::chaos::PrivateBroker;
     use shared::bus::{AmqpBus, AmqpSettings};
-    use shared::indexer::Indexer;
-    use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat, IndexHandler};
+    use shared::runtime::Heartbeat;
 
     let broker = PrivateBroker::start("sweeps").await.expect("start a private broker");
     let app = TestApp::with(
@@ -410,22 +431,13 @@ async fn a_worker_sweeps_and_beats_while_its_broker_is_down() {
     .unwrap();
     let heartbeat = Arc::new(Heartbeat::default());
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let worker = tokio::spawn(run_consumer(
-        Arc::new(bus),
-        Arc::new(IndexHandler(Indexer::new(
-            app.backends.store.clone(),
-            app.backends.index.clone(),
-            app.backends.embedder.clone(),
-            64,
-        ))),
-        ConsumerSettings {
-            prefetch: 4,
-            sweep_interval: Duration::from_millis(200),
-            shutdown_deadline: Duration::from_secs(5),
-        },
+    let worker = index_consumer(
+        &app,
+        bus,
+        Duration::from_millis(200),
         heartbeat.clone(),
         shutdown.clone(),
-    ));
+    );
     broker.stop_app().await.expect("stop the broker");
     // Long enough for the consumer to see its connection close and fail to subscribe again.
     tokio::time::sleep(Duration::from_secs(2)).await;

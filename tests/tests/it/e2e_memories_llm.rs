@@ -56,16 +56,23 @@ fn good_answer(body: &Value) -> Option<String> {
 }
 
 async fn llm_app(llm: &FakeOpenAi, mode: Mode) -> TestApp {
+    llm_app_with(llm, mode, Vec::new()).await
+}
+
+/// [`llm_app`] with more settings.
+async fn llm_app_with(llm: &FakeOpenAi, mode: Mode, more: Vec<(&'static str, String)>) -> TestApp {
+    let mut env = vec![
+        ("LLM_URL", llm.base_url()),
+        ("LLM_MODEL", "fake-model".into()),
+        ("LLM_MAX_RETRIES", "0".into()),
+        ("LLM_TIMEOUT_MS", "5000".into()),
+        ("EXTRACT_IDLE_FLUSH_MS", "300".into()),
+    ];
+    env.extend(more);
     TestApp::with(
         mode,
         Options {
-            env: vec![
-                ("LLM_URL", llm.base_url()),
-                ("LLM_MODEL", "fake-model".into()),
-                ("LLM_MAX_RETRIES", "0".into()),
-                ("LLM_TIMEOUT_MS", "5000".into()),
-                ("EXTRACT_IDLE_FLUSH_MS", "300".into()),
-            ],
+            env,
             ..Options::default()
         },
     )
@@ -270,23 +277,9 @@ async fn a_card_repeating_a_memory_word_for_word_is_discarded_without_a_call() {
 async fn a_backlog_dedups_against_its_own_earlier_batches(mode: Mode) {
     let llm = FakeOpenAi::start(8).await;
     llm.set_chat_responder(good_answer);
-    let mut app = TestApp::with(
-        mode,
-        Options {
-            env: vec![
-                ("LLM_URL", llm.base_url()),
-                ("LLM_MODEL", "fake-model".into()),
-                ("LLM_MAX_RETRIES", "0".into()),
-                ("LLM_TIMEOUT_MS", "5000".into()),
-                ("EXTRACT_IDLE_FLUSH_MS", "300".into()),
-                // Two turns a batch: the first batch takes turns 1-2, the second (due at once,
-                // as the warm-up asks for 2 more) turns 3-4, in the same run.
-                ("EXTRACT_BATCH_TURNS", "2".into()),
-            ],
-            ..Options::default()
-        },
-    )
-    .await;
+    // Two turns a batch: the first batch takes turns 1-2, the second (due at once, as the
+    // warm-up asks for 2 more) turns 3-4, in the same run.
+    let mut app = llm_app_with(&llm, mode, vec![("EXTRACT_BATCH_TURNS", "2".into())]).await;
     let t = tenant();
     let turns = [
         "I work on the payments team.",
