@@ -29,6 +29,7 @@ use shared::domain::Tenant;
 use crate::amqp::TestBroker;
 use crate::pg::TestDb;
 use crate::process::{free_port, ApiProcess};
+use crate::rng::Rng;
 
 /// Longest wait for lag to return to zero after a fault, or for everything to drain after
 /// the load: a liveness bound, generous because a loaded 2-core machine indexes slowly.
@@ -217,17 +218,17 @@ async fn embedded_kill(bin: &Path, report: &mut Report) {
     let tenant = crate::app::tenant();
     let load = Load::start(server.base.clone(), tenant.clone(), plan);
     let start = load.started;
-    let mut rng = SplitMix(report.seed);
+    let mut rng = Rng::new(report.seed);
     // Kills spread over the load, each at a random point of its own stretch of it (later, if
     // the recovery from the one before took longer).
     let stretch = plan.seconds / (kills as f64 + 1.0);
     for kill in 1..=kills {
-        let due = Duration::from_secs_f64(stretch * (kill - 1) as f64) + rng.between(0.3 * stretch, stretch);
+        let due = Duration::from_secs_f64(stretch * (kill - 1) as f64) + between(&mut rng, 0.3 * stretch, stretch);
         tokio::time::sleep_until((start + due).into()).await;
         let mid_request = load.mid_request(Duration::from_secs(2)).await;
         let at = start.elapsed();
         server.kill().await;
-        tokio::time::sleep(rng.between(0.2, 1.0)).await;
+        tokio::time::sleep(between(&mut rng, 0.2, 1.0)).await;
         let restarted = Instant::now();
         let (restarted_server, ready) = ApiProcess::start_at(bin, port, &env, &log).await;
         server = restarted_server;
@@ -469,21 +470,7 @@ async fn command(program: &str, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// SplitMix64: the scenarios' seeded choices, without a dependency for them.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A duration drawn uniformly between `low` and `high` seconds.
-    fn between(&mut self, low: f64, high: f64) -> Duration {
-        let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        Duration::from_secs_f64(low + unit * (high - low))
-    }
+/// A duration drawn uniformly between `low` and `high` seconds.
+fn between(rng: &mut Rng, low: f64, high: f64) -> Duration {
+    Duration::from_secs_f64(low + rng.unit() * (high - low))
 }

@@ -14,6 +14,7 @@ pub mod otel_collector;
 pub mod pg;
 pub mod process;
 pub mod quality;
+pub mod rng;
 pub mod routes;
 pub mod s3;
 pub mod secrets;

@@ -8,26 +8,7 @@
 
 use serde_json::{json, Value};
 
-/// SplitMix64: the same text for a seed on every platform.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
+use crate::rng::Rng;
 
 const TABLES: &[&str] = &[
     "orders",
@@ -147,8 +128,8 @@ pub fn turns_from(seed: u64, start: usize, n: usize) -> Vec<Value> {
 
 /// Turn `i` of the session for `seed`: its role and content.
 pub fn turn(seed: u64, i: usize) -> (&'static str, String) {
-    let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ (i as u64).wrapping_mul(0x9E37_79B9));
-    rng.next();
+    let mut rng = Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ (i as u64).wrapping_mul(0x9E37_79B9));
+    rng.next_u64();
     if i.is_multiple_of(2) {
         ("user", user_turn(&mut rng, i))
     } else {

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::rng::Rng;
+
 /// The value at quantile `p` (0 to 1) of latencies sorted ascending, by nearest rank; zero
 /// when there are none.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -23,15 +25,10 @@ pub fn poisson_arrivals(rate: f64, seconds: f64) -> Vec<Duration> {
 pub fn poisson_arrivals_seeded(rate: f64, seconds: f64, seed: u64) -> Vec<Duration> {
     let mut schedule = Vec::new();
     let mut at = 0.0;
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0xD1B5_4A32_D192_ED03));
     loop {
-        // SplitMix64, then an exponential gap.
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let uniform = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
-        at += -(1.0 - uniform).ln() / rate;
+        // An exponential gap.
+        at += -(1.0 - rng.unit()).ln() / rate;
         if at >= seconds {
             return schedule;
         }

@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use integration_tests::app::{Mode, Options, TestApp};
 use integration_tests::fake_openai::{chat_message, FakeOpenAi};
+use integration_tests::rng::Rng;
 use serde_json::{json, Value};
 use shared::domain::Tenant;
 
@@ -49,27 +50,6 @@ const WAIT: Duration = Duration::from_secs(600);
 
 // ---------------------------------------------------------------------------------------------
 // The conversation generator.
-
-/// SplitMix64: the same conversation on every platform.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 const TABLES: &[&str] = &["orders", "order_items", "payments", "users", "inventory", "shipments"];
 const REGIONS: &[&str] = &["北京", "上海", "广州", "Frankfurt", "Singapore"];
@@ -88,7 +68,7 @@ struct Statement {
 /// The statements of a user: one per topic; `variant` changes the facts a later session
 /// corrects (region, plan, decision).
 fn statements(user: usize, variant: usize) -> Vec<Statement> {
-    let mut rng = Rng(user as u64 * 7919);
+    let mut rng = Rng::new(user as u64 * 7919);
     let table = rng.pick(TABLES);
     let product = rng.pick(PRODUCTS);
     let region = REGIONS[(user + variant) % REGIONS.len()];
@@ -195,7 +175,7 @@ const ANSWERS: &[&str] = &[
 
 /// One session's turns, and the worth-keeping statements among them (text → statement).
 fn session(user: usize, index: usize) -> (Vec<Value>, Vec<Statement>) {
-    let mut rng = Rng((((user * 31 + index) as u64) << 8) | 0x5eed);
+    let mut rng = Rng::new((((user * 31 + index) as u64) << 8) | 0x5eed);
     let table = rng.pick(TABLES);
     let mine = statements(user, index);
     let mut said = Vec::new();
@@ -212,7 +192,7 @@ fn session(user: usize, index: usize) -> (Vec<Value>, Vec<Statement>) {
         } else if roll < 80 {
             rng.pick(QUESTIONS).replace("{table}", table)
         } else {
-            rng.pick(ACKS).to_owned()
+            rng.pick(ACKS).to_string()
         };
         turns.push(json!({"role": "user", "content": user_text}));
         if turns.len() < TURNS {

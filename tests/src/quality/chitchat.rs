@@ -27,7 +27,7 @@ use uuid::Uuid;
 
 use super::chitchat_events::{self as events, Cx, Mix};
 use super::dataset::Role;
-use super::rng::Rng;
+use crate::rng::Rng;
 
 /// Namespace of every turn id (uuid v5 of "seed/conversation/session/turn").
 const TURN_NAMESPACE: Uuid = Uuid::from_u128(0xc4a7_c4a7_51e5_4d2b_9f0e_6a1b_3c5d_7e9f);

@@ -15,7 +15,7 @@ use chrono::{Datelike, Days, NaiveDate, Weekday};
 
 use super::chitchat::ChatKind;
 use super::facts::MONTHS_EN;
-use super::rng::Rng;
+use crate::rng::Rng;
 
 /// One injected turn.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::facts::{self, Block};
 use super::filler;
-use super::rng::Rng;
+use crate::rng::Rng;
 
 /// Namespace of every turn id (uuid v5 of "seed/owner/session/turn"), so ids are stable for a
 /// seed and never collide across seeds.

@@ -7,7 +7,7 @@
 use chrono::{Datelike, Days, NaiveDate};
 
 use super::dataset::{Lang, QuestionKind, Role};
-use super::rng::Rng;
+use crate::rng::Rng;
 
 /// A run of consecutive turns placed in one session, starting with a user turn.
 #[derive(Debug, Clone)]

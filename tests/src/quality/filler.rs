@@ -7,7 +7,7 @@
 
 use super::dataset::Lang;
 use super::facts::{World, DATABASES};
-use super::rng::Rng;
+use crate::rng::Rng;
 
 const SMALL_TALK_EN: [&str; 24] = [
     "Morning! Coffee first, then the standup.",

@@ -16,7 +16,6 @@ pub mod e2e;
 mod facts;
 mod filler;
 pub mod metrics;
-mod rng;
 pub mod text;
 
 pub use chitchat_events::Mix;

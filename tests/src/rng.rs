@@ -1,5 +1,7 @@
-//! A tiny seeded PRNG (SplitMix64). The dataset must be byte-identical for a seed on every
-//! platform and every version of every dependency, which `rand`'s algorithms do not promise.
+//! A tiny seeded PRNG (SplitMix64), for whatever the tests and benchmarks draw: the quality
+//! datasets, generated conversations, arrival schedules and fault points. The dataset must be
+//! byte-identical for a seed on every platform and every version of every dependency, which
+//! `rand`'s algorithms do not promise.
 
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
@@ -37,8 +39,13 @@ impl Rng {
         lo + self.below(hi - lo + 1)
     }
 
+    /// Uniform in `[0, 1)`, from the top 53 bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     pub fn chance(&mut self, p: f64) -> bool {
-        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+        self.unit() < p
     }
 
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
