@@ -764,6 +764,7 @@ impl Settings {
             schedule: crate::memory::schedule::ScheduleSettings {
                 steady_every: positive(vars, "EXTRACT_EVERY", 5)?,
                 idle_flush: millis(vars, "EXTRACT_IDLE_FLUSH_MS", 60_000)?,
+                lease: millis(vars, "EXTRACT_LEASE_MS", 30_000)?,
             },
         };
 

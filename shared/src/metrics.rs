@@ -138,6 +138,9 @@ pub const MEMORIES_INDEXED: &str = "sediment_memories_indexed_total";
 pub const EXTRACT_CONTENDED: &str = "sediment_extract_contended_total";
 /// Audit log entries that could not be written (the audited call itself succeeded).
 pub const AUDIT_WRITE_FAILURES: &str = "sediment_audit_write_failures_total";
+/// Runs that stopped because another run took their session's lease (renewals failed for
+/// longer than the lease).
+pub const EXTRACT_LEASES_LOST: &str = "sediment_extract_leases_lost_total";
 /// Turns past the extraction cursor, as of the last sweep.
 pub const EXTRACT_LAG_TURNS: &str = "sediment_extract_lag_turns";
 /// Sessions with turns past the extraction cursor, as of the last sweep.
@@ -283,6 +286,10 @@ pub fn describe() {
     describe_counter!(
         EXTRACT_CONTENDED,
         "extraction runs skipped: another run held the session"
+    );
+    describe_counter!(
+        EXTRACT_LEASES_LOST,
+        "extraction runs stopped: another run took the session's lease"
     );
     describe_counter!(AUDIT_WRITE_FAILURES, "audit log entries that could not be written");
     describe_gauge!(EXTRACT_LAG_SESSIONS, "sessions with turns past the extraction cursor");

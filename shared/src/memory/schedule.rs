@@ -34,6 +34,10 @@ pub struct ScheduleSettings {
     pub steady_every: u32,
     /// How long a session must be idle before its pending turns are flushed.
     pub idle_flush: Duration,
+    /// How long a run's hold on a session outlives its last renewal. A live run renews it every
+    /// third of this, however long its LLM call takes, so this is how long a killed worker's
+    /// sessions wait before another run takes them.
+    pub lease: Duration,
 }
 
 impl Default for ScheduleSettings {
@@ -41,6 +45,7 @@ impl Default for ScheduleSettings {
         Self {
             steady_every: 5,
             idle_flush: Duration::from_secs(60),
+            lease: Duration::from_secs(30),
         }
     }
 }
@@ -70,15 +75,8 @@ pub enum Trigger {
 
 /// Sessions read per sweep query.
 const SWEEP_PAGE: u32 = 100;
-/// How long a run holds a session; renewed before every batch, so it only has to outlast one
-/// batch (an LLM call with its retries and repair).
-const LEASE: Duration = Duration::from_secs(600);
 /// When to look again at a session another run holds.
 const CONTENDED_RETRY: Duration = Duration::from_secs(2);
-
-fn lease_until() -> chrono::DateTime<Utc> {
-    Utc::now() + chrono::Duration::from_std(LEASE).unwrap_or(chrono::Duration::MAX)
-}
 
 /// How long a shutdown flush waits before it looks again at sessions other runs hold.
 const FLUSH_RETRY: Duration = Duration::from_millis(100);
@@ -136,7 +134,7 @@ impl Scheduler {
         // One run per session at a time, across replicas: a second run would make the same LLM
         // call only to lose the commit to the first.
         let owner = Uuid::new_v4();
-        if !memories.claim_session(session_id, owner, lease_until()).await? {
+        if !memories.claim_session(session_id, owner, self.lease_until()).await? {
             ::metrics::counter!(metrics::EXTRACT_CONTENDED).increment(1);
             // New turns may have come after the holder's last look at the session: look again
             // shortly. Only for new turns, so that a lease left by a dead worker does not make
@@ -146,7 +144,12 @@ impl Scheduler {
             }
             return Ok(0);
         }
-        let result = self.poll_claimed(session_id, trigger, owner).await;
+        let result = tokio::select! {
+            result = self.poll_claimed(session_id, trigger, owner) => result,
+            // Another run holds the session now and goes on from the cursor; whatever this one
+            // had not committed it would only lose to that run's commit.
+            () = self.keep_lease(session_id, owner) => Ok(0),
+        };
         if let Err(e) = memories.release_session(session_id, owner).await {
             // The lease expires on its own.
             tracing::warn!(session_id, error = %crate::runtime::error_chain(&e), "failed to release the extraction lease");
@@ -179,9 +182,9 @@ impl Scheduler {
             // An idle flush empties the session, batch after batch.
             flushing |= idle_due;
             if flushing || reason == "threshold" {
-                // Renew the lease for this batch; a lost lease (it expired and another run
-                // took it) means that run goes on from here.
-                if !memories.claim_session(session_id, owner, lease_until()).await? {
+                // Checked again before paying for a batch: a lost lease (it expired and another
+                // run took it) means that run goes on from here.
+                if !memories.claim_session(session_id, owner, self.lease_until()).await? {
                     break;
                 }
                 match self.pipeline.run_batch(session_id).await? {
@@ -221,6 +224,36 @@ impl Scheduler {
             break;
         }
         Ok(batches)
+    }
+
+    fn lease_until(&self) -> chrono::DateTime<Utc> {
+        Utc::now() + chrono::Duration::from_std(self.settings.lease).unwrap_or(chrono::Duration::MAX)
+    }
+
+    /// Renews the run's lease every third of its length, for as long as the run lasts; returns
+    /// only when another run holds the session. A lease that only outlasted one batch had to be
+    /// long enough for an LLM call with its retries (it was 10 minutes), and a killed worker's
+    /// sessions waited that long.
+    async fn keep_lease(&self, session_id: &str, owner: Uuid) {
+        let memories = self.pipeline.memories();
+        loop {
+            tokio::time::sleep(self.settings.lease / 3).await;
+            match memories.claim_session(session_id, owner, self.lease_until()).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(
+                        session_id,
+                        "lost the extraction lease to another run; stopping this one"
+                    );
+                    ::metrics::counter!(metrics::EXTRACT_LEASES_LOST).increment(1);
+                    return;
+                }
+                // The lease may still hold; the next renewal tells.
+                Err(e) => {
+                    tracing::warn!(session_id, error = %crate::runtime::error_chain(&e), "failed to renew the extraction lease")
+                }
+            }
+        }
     }
 
     async fn drain_memories(&self) {

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use integration_tests::app::tenant;
@@ -342,7 +343,7 @@ async fn concurrent_polls_of_a_session_run_one_batch() {
         f.store.clone(),
         f.index.clone(),
         None,
-        Arc::new(Slow(RulesExtractor::new(), calls.clone())),
+        Arc::new(Slow::new(Duration::from_millis(300), calls.clone())),
         Arc::new(RulesJudge::new()),
         PipelineSettings::default(),
     );
@@ -381,8 +382,94 @@ async fn concurrent_polls_of_a_session_run_one_batch() {
     assert_eq!(a.poll("s1", shared::memory::schedule::Trigger::Flush).await.unwrap(), 1);
 }
 
-/// The rules extractor, 300 ms slower, counting its calls.
-struct Slow(RulesExtractor, Arc<AtomicUsize>);
+/// A worker killed in the middle of a long batch: while it lived, its lease held however long
+/// the batch took (a second worker polling then ran nothing), and once it died the session was
+/// another worker's one lease later, with every memory written once. The lease used to be
+/// renewed only between batches and to last 10 minutes, for the slowest LLM call; a killed
+/// worker's sessions then waited those 10 minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_keeps_its_lease_while_it_works_and_a_killed_one_frees_the_session() {
+    let f = fixture().await;
+    let t = tenant();
+    append_facts(&f.store, &t, "s1").await;
+    let lease = Duration::from_millis(600);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let slow = Pipeline::new(
+        f.store.clone(),
+        f.store.clone(),
+        f.index.clone(),
+        None,
+        // Four leases long: a lease renewed only before the batch lapses three times in it.
+        Arc::new(Slow::new(lease * 4, calls.clone())),
+        Arc::new(RulesJudge::new()),
+        PipelineSettings::default(),
+    );
+    let scheduler = || {
+        Scheduler::new(
+            f.store.clone(),
+            slow.clone(),
+            MemoryIndexer::new(f.store.clone(), f.index.clone(), None),
+            Arc::new(LocalBus::default()),
+            ScheduleSettings {
+                lease,
+                ..ScheduleSettings::default()
+            },
+        )
+    };
+    let (a, b) = (scheduler(), scheduler());
+    let trigger = shared::memory::schedule::Trigger::Flush;
+    let killed = tokio::spawn(async move { a.poll("s1", trigger).await });
+    while calls.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(lease * 2).await;
+    assert_eq!(
+        b.poll("s1", trigger).await.unwrap(),
+        0,
+        "the working run's lease holds past its length"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "no second run started the batch");
+
+    // SIGKILL: the run stops where it is, without releasing anything.
+    killed.abort();
+    assert!(killed.await.unwrap_err().is_cancelled());
+    let started = std::time::Instant::now();
+    let ran = loop {
+        let ran = b.poll("s1", trigger).await.unwrap();
+        if ran > 0 {
+            break ran;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the killed run's lease never lapsed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(ran, 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        f.store.count_memories(&t, MemoryStatus::Active).await.unwrap() as usize,
+        FACTS.len(),
+        "every memory once"
+    );
+}
+
+/// The rules extractor, slower by a fixed delay, counting its calls.
+struct Slow {
+    rules: RulesExtractor,
+    delay: Duration,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Slow {
+    fn new(delay: Duration, calls: Arc<AtomicUsize>) -> Self {
+        Self {
+            rules: RulesExtractor::new(),
+            delay,
+            calls,
+        }
+    }
+}
 
 #[async_trait]
 impl shared::memory::CardExtractor for Slow {
@@ -393,8 +480,8 @@ impl shared::memory::CardExtractor for Slow {
         &self,
         batch: &shared::memory::Batch,
     ) -> Result<shared::memory::Extraction, shared::memory::EngineError> {
-        self.1.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        self.0.extract(batch).await
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        self.rules.extract(batch).await
     }
 }
