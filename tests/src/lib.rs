@@ -18,6 +18,7 @@ pub mod rng;
 pub mod routes;
 pub mod s3;
 pub mod secrets;
+pub mod soak;
 pub mod stats;
 pub mod stores;
 pub mod synthetic;

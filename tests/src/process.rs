@@ -126,6 +126,11 @@ impl ApiProcess {
         self.child.kill().await.expect("SIGKILL the server");
     }
 
+    /// The server's process id, for reading its `/proc` entries.
+    pub fn pid(&self) -> &str {
+        &self.pid
+    }
+
     /// User plus system CPU seconds the server has spent so far.
     pub fn cpu_seconds(&self) -> f64 {
         crate::cpu::process_seconds(&self.pid).unwrap_or(f64::NAN)

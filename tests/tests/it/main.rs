@@ -44,6 +44,7 @@ mod runtime;
 mod scene_runs;
 mod scene_store;
 mod secrets;
+mod soak;
 mod sql_lint;
 mod store_conformance;
 mod tasks;
