@@ -3,6 +3,7 @@
 //! + RabbitMQ with unique names + Qdrant Edge (cluster). Everything is torn down on drop.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use shared::backends::Backends;
 use shared::bus::{BusResult, Event, EventBus, QueueStats, Subscription, WorkerKind};
 use shared::config::Settings;
 use shared::domain::Tenant;
+use shared::files::{FileError, FileResult, FileStore, ObjectMeta};
 use shared::index::PointKind;
 use shared::indexer::Indexer;
 use shared::runtime::{run_consumer, ConsumerSettings, Heartbeat, IndexHandler};
@@ -55,6 +57,9 @@ pub struct Options {
     pub no_worker: bool,
     /// Lose every event the API publishes (as if the broker dropped them).
     pub lose_events: bool,
+    /// While this is true, every call to the file store fails as unavailable (an S3 outage),
+    /// for the API and the workers it runs.
+    pub file_store_down: Option<Arc<AtomicBool>>,
     /// Keep the embedded index under this directory (another disk, a tmpfs) rather than beside
     /// the rest of the app's state.
     pub index_parent: Option<std::path::PathBuf>,
@@ -83,6 +88,57 @@ impl EventBus for LosingBus {
     }
     async fn ping(&self) -> BusResult<()> {
         self.0.ping().await
+    }
+}
+
+/// Wraps a real file store and fails every call while `down` is set, as a store that cannot
+/// be reached does.
+struct SwitchedFiles {
+    inner: Arc<dyn FileStore>,
+    down: Arc<AtomicBool>,
+}
+
+impl SwitchedFiles {
+    fn up(&self) -> FileResult<()> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(FileError::Unavailable("the test took the file store down".into()));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl FileStore for SwitchedFiles {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    async fn put(&self, key: &str, body: Vec<u8>) -> FileResult<()> {
+        self.up()?;
+        self.inner.put(key, body).await
+    }
+    async fn get(&self, key: &str) -> FileResult<Option<Vec<u8>>> {
+        self.up()?;
+        self.inner.get(key).await
+    }
+    async fn list(&self, prefix: &str) -> FileResult<Vec<ObjectMeta>> {
+        self.up()?;
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> FileResult<()> {
+        self.up()?;
+        self.inner.delete(key).await
+    }
+    async fn delete_prefix(&self, prefix: &str) -> FileResult<usize> {
+        self.up()?;
+        self.inner.delete_prefix(prefix).await
+    }
+    async fn copy_prefix(&self, from: &str, to: &str) -> FileResult<usize> {
+        self.up()?;
+        self.inner.copy_prefix(from, to).await
+    }
+    async fn check(&self) -> FileResult<()> {
+        self.up()?;
+        self.inner.check().await
     }
 }
 
@@ -158,6 +214,12 @@ impl TestApp {
         }
         if options.lose_events {
             backends.bus = Arc::new(LosingBus(backends.bus.clone()));
+        }
+        if let Some(down) = options.file_store_down {
+            backends.files = Arc::new(SwitchedFiles {
+                inner: backends.files.clone(),
+                down,
+            });
         }
         let shutdown = CancellationToken::new();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -219,7 +219,7 @@ impl Recall {
         };
         let deadline = tokio::time::Instant::from_std(started + timeout);
         match tokio::time::timeout_at(deadline, source.stable(tenant)).await {
-            Ok(Ok(part)) => (part, None),
+            Ok(Ok((part, persona_error))) => (part, persona_error.map(|e| issue(STORE_UNAVAILABLE, &e))),
             Ok(Err(e)) => (
                 StablePart {
                     tools_guide: stable::TOOLS_GUIDE.to_owned(),

@@ -50,7 +50,11 @@ impl StableSource {
         }
     }
 
-    pub async fn stable(&self, tenant: &Tenant) -> Result<StablePart, StableError> {
+    /// The owner's stable part. The scene list comes from the store and the persona from the
+    /// file store: when only the persona cannot be read, the part keeps the scene list and the
+    /// persona's error comes back beside it: a file store outage costs recall the persona
+    /// alone.
+    pub async fn stable(&self, tenant: &Tenant) -> Result<(StablePart, Option<StableError>), StableError> {
         let (persona, scenes) = tokio::join!(self.persona(tenant), self.scenes.scenes(tenant, false));
         let mut scenes = scenes?;
         scenes.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
@@ -66,11 +70,16 @@ impl StableSource {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        Ok(StablePart {
-            persona: persona?.map(|p| p.to_string()).unwrap_or_default(),
+        let (persona, persona_error) = match persona {
+            Ok(persona) => (persona.map(|p| p.to_string()).unwrap_or_default(), None),
+            Err(e) => (String::new(), Some(e)),
+        };
+        let part = StablePart {
+            persona,
             scene_navigation,
             tools_guide: TOOLS_GUIDE.to_owned(),
-        })
+        };
+        Ok((part, persona_error))
     }
 
     async fn persona(&self, tenant: &Tenant) -> Result<Option<Arc<str>>, StableError> {

@@ -2,6 +2,8 @@
 //! and recall's stable part carries them. Rules mode (no LLM) and LLM mode (the scripted
 //! OpenAI-compatible server); the editor's rollback and the scene cap with a real run.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use integration_tests::app::{fast_layer_env, tenant, Mode, Options, TestApp, MODES};
@@ -576,5 +578,61 @@ async fn a_lost_persona_document_is_rebuilt() {
         healed["content"].as_str().unwrap_or_default().contains("DBA"),
         "{healed}"
     );
+    app.stop().await;
+}
+
+/// A file store outage costs recall the persona it cannot read, not also the scene list,
+/// which comes from the store (the chaos suite's s3-outage found recall answering with
+/// neither while S3 was down). Once the store is back, the persona is there again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn recall_keeps_the_scene_list_while_the_file_store_is_down() {
+    let down = Arc::new(AtomicBool::new(false));
+    let mut app = TestApp::with(
+        Mode::Embedded,
+        Options {
+            env: fast_layer_env(),
+            file_store_down: Some(down.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let t = tenant();
+    app.append_ok(&t, "s1", user("我是腾讯云 DBA，主要管北京区的 TDSQL-C"))
+        .await;
+    persona_containing(&app, &t, "DBA").await;
+    let scenes = wait_for(&app, &t, "/v1/scenes", |s, b| {
+        s == 200 && b["items"].as_array().is_some_and(|i| !i.is_empty())
+    })
+    .await;
+    let name = scenes["items"][0]["name"].as_str().expect("scene name").to_owned();
+
+    // No recall has read the persona yet, so recall must read it from the store that is down.
+    down.store(true, Ordering::SeqCst);
+    let recall = app
+        .recall_ok(&t, json!({"query": "which database does the user run?"}))
+        .await;
+    let navigation = recall["stable"]["scene_navigation"].as_str().unwrap_or_default();
+    assert!(navigation.contains(&name), "{recall}");
+    assert_eq!(recall["stable"]["persona"], "", "{recall}");
+    assert!(
+        recall["errors"]
+            .as_array()
+            .is_some_and(|errors| errors.iter().any(|e| e["code"] == "store_unavailable")),
+        "{recall}"
+    );
+
+    down.store(false, Ordering::SeqCst);
+    let recall = app
+        .recall_ok(&t, json!({"query": "which database does the user run?"}))
+        .await;
+    assert!(
+        recall["stable"]["persona"].as_str().is_some_and(|p| p.contains("DBA")),
+        "{recall}"
+    );
+    let codes: Vec<&str> = recall["errors"]
+        .as_array()
+        .map(|errors| errors.iter().filter_map(|e| e["code"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(!codes.contains(&"store_unavailable"), "{recall}");
     app.stop().await;
 }
