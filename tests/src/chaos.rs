@@ -5,16 +5,19 @@
 //! memory duplicated by a replayed batch.
 //!
 //! A scenario owns everything it breaks: its server processes, data directories, databases,
-//! Postgres cluster ([`PrivatePostgres`]) and broker node ([`PrivateBroker`]) are its own and
-//! go away when it ends, also on panic (drop guards). The machine's Postgres and RabbitMQ only
-//! host fresh databases and prefixes and are never stopped or restarted, so scenarios run in
+//! Postgres cluster ([`PrivatePostgres`]), broker node ([`PrivateBroker`]), S3 server
+//! ([`PrivateS3`]) and model (the scripted one of `chaos/llm.rs`) are its own and go away
+//! when it ends, also on panic (drop guards). The machine's Postgres and RabbitMQ only host
+//! fresh databases and prefixes and are never stopped or restarted, so scenarios run in
 //! parallel with the rest of the suite. Each has a short form (seconds, for CI) and a long
 //! form (`--long` of the `chaos` binary).
 
 mod broker;
 pub mod checks;
+mod llm;
 pub mod load;
 mod postgres;
+mod s3;
 
 use std::fmt;
 use std::path::Path;
@@ -22,13 +25,17 @@ use std::time::{Duration, Instant};
 
 pub use broker::PrivateBroker;
 use checks::Checks;
-use load::{Load, Plan, Tally};
+use llm::{Phase, ScriptedModel};
+use load::{Load, Plan, Reads, Tally};
 pub use postgres::PrivatePostgres;
+pub use s3::PrivateS3;
 use shared::domain::Tenant;
+use shared::store::memory::EXTRACT_CONSUMER;
+use shared::store::INDEX_CONSUMER;
 
 use crate::amqp::TestBroker;
 use crate::pg::TestDb;
-use crate::process::{free_port, ApiProcess};
+use crate::process::{free_port, metric_sum, ApiProcess, WorkerProcess};
 use crate::rng::Rng;
 
 /// Longest wait for lag to return to zero after a fault, or for everything to drain after
@@ -39,6 +46,11 @@ const DEFAULT_SEED: u64 = 39;
 /// How long after Postgres is back appends may still fail while the pools replace their
 /// broken connections.
 const POOL_GRACE: Duration = Duration::from_secs(5);
+/// What most faults recover to.
+const INDEX_LAG_ZERO: &str = "index lag 0";
+/// The LLM client's timeout in `llm-faults`, and how long a hung call waits: well past it.
+const LLM_TIMEOUT: Duration = Duration::from_secs(1);
+const LLM_HANG: Duration = Duration::from_secs(5);
 
 /// How long a scenario runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,13 +70,19 @@ pub enum Scenario {
     RabbitmqOutage,
     /// The cluster deployment's Postgres stopped under load, then started again.
     PostgresRestart,
+    /// The embedded deployment's LLM failing every call (5xx, hangs, garbage) under load.
+    LlmFaults,
+    /// The cluster deployment's S3 server stopped under load, then started again.
+    S3Outage,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 3] = [
+    pub const ALL: [Scenario; 5] = [
         Scenario::EmbeddedKill,
         Scenario::RabbitmqOutage,
         Scenario::PostgresRestart,
+        Scenario::LlmFaults,
+        Scenario::S3Outage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -72,6 +90,8 @@ impl Scenario {
             Scenario::EmbeddedKill => "embedded-kill",
             Scenario::RabbitmqOutage => "rabbitmq-outage",
             Scenario::PostgresRestart => "postgres-restart",
+            Scenario::LlmFaults => "llm-faults",
+            Scenario::S3Outage => "s3-outage",
         }
     }
 
@@ -80,8 +100,9 @@ impl Scenario {
         Self::ALL.into_iter().find(|s| s.name() == name)
     }
 
-    /// Runs the scenario against the API binary `server` (`sediment-api`) and reports what it
-    /// measured. Panics when it cannot set up (a service of the machine is missing).
+    /// Runs the scenario against the API binary `server` (`sediment-api`; `s3-outage` also
+    /// runs `sediment-test-layers` from beside it) and reports what it measured. Panics when
+    /// it cannot set up (a service of the machine is missing).
     pub async fn run(self, server: &Path, form: Form) -> Report {
         let seed = crate::env_or("CHAOS_SEED", DEFAULT_SEED);
         let mut report = Report {
@@ -97,17 +118,22 @@ impl Scenario {
             Scenario::EmbeddedKill => embedded_kill(server, &mut report).await,
             Scenario::RabbitmqOutage => rabbitmq_outage(server, &mut report).await,
             Scenario::PostgresRestart => postgres_restart(server, &mut report).await,
+            Scenario::LlmFaults => llm_faults(server, &mut report).await,
+            Scenario::S3Outage => s3_outage(server, &mut report).await,
         }
         report
     }
 }
 
-/// One fault and how long after its end the index lag was back to zero.
+/// One fault and how long after its end the system was back: its lag at zero, or what else
+/// `back` says.
 #[derive(Debug, Clone)]
 pub struct Recovery {
     pub fault: String,
+    /// What counts as recovered (`index lag 0`).
+    pub back: &'static str,
     /// `None`: not within [`LIVENESS`].
-    pub lag_zero_after: Option<Duration>,
+    pub after: Option<Duration>,
 }
 
 /// What one scenario run measured.
@@ -126,7 +152,7 @@ pub struct Report {
 impl Report {
     /// Every invariant held and every fault was recovered from.
     pub fn passed(&self) -> bool {
-        self.checks.0.iter().all(|c| c.ok) && self.recoveries.iter().all(|r| r.lag_zero_after.is_some())
+        self.checks.0.iter().all(|c| c.ok) && self.recoveries.iter().all(|r| r.after.is_some())
     }
 }
 
@@ -139,14 +165,9 @@ impl fmt::Display for Report {
         writeln!(f, "== {} ({form}, seed {}) ==", self.scenario.name(), self.seed)?;
         writeln!(f, "load: {}", self.tally)?;
         for r in &self.recoveries {
-            match r.lag_zero_after {
-                Some(after) => writeln!(f, "{}: index lag 0 after {:.1} s", r.fault, after.as_secs_f64())?,
-                None => writeln!(
-                    f,
-                    "{}: index lag NOT back to 0 within {} s",
-                    r.fault,
-                    LIVENESS.as_secs()
-                )?,
+            match r.after {
+                Some(after) => writeln!(f, "{}: {} after {:.1} s", r.fault, r.back, after.as_secs_f64())?,
+                None => writeln!(f, "{}: NOT {} within {} s", r.fault, r.back, LIVENESS.as_secs())?,
             }
         }
         for check in &self.checks.0 {
@@ -240,7 +261,8 @@ async fn embedded_kill(bin: &Path, report: &mut Report) {
                 (restarted - start).saturating_sub(at).as_secs_f64(),
                 ready.as_secs_f64()
             ),
-            lag_zero_after: checks::index_lag_zero(&server, restarted, LIVENESS).await,
+            back: INDEX_LAG_ZERO,
+            after: checks::lag_zero(&server, INDEX_CONSUMER, restarted, LIVENESS).await,
         });
     }
     let sent = load.finish().await;
@@ -283,7 +305,7 @@ async fn rabbitmq_outage(bin: &Path, report: &mut Report) {
     let down = start.elapsed();
     broker.stop_app().await.expect("stop the broker's application");
     // The store and the index are up: the sweep can keep indexing without wake-ups.
-    let peak = checks::peak_index_lag(&server, outage).await;
+    let peak = checks::peak_lag(&server, INDEX_CONSUMER, outage).await;
     broker.start_app().await.expect("start the broker's application");
     let back = Instant::now();
     let up = start.elapsed();
@@ -294,7 +316,8 @@ async fn rabbitmq_outage(bin: &Path, report: &mut Report) {
             up.as_secs_f64(),
             peak.map_or("(unread)".to_owned(), |p| p.to_string())
         ),
-        lag_zero_after: checks::index_lag_zero(&server, back, LIVENESS).await,
+        back: INDEX_LAG_ZERO,
+        after: checks::lag_zero(&server, INDEX_CONSUMER, back, LIVENESS).await,
     });
     let sent = load.finish().await;
     report.tally = Tally::of(&sent);
@@ -348,7 +371,7 @@ async fn postgres_restart(bin: &Path, report: &mut Report) {
     postgres.start_server().await.expect("start the private Postgres");
     let back = Instant::now();
     let up = start.elapsed();
-    let lag_zero_after = checks::index_lag_zero(&server, back, LIVENESS).await;
+    let after = checks::lag_zero(&server, INDEX_CONSUMER, back, LIVENESS).await;
     let sent = load.finish().await;
     report.tally = Tally::of(&sent);
     let first_accepted = sent
@@ -364,7 +387,8 @@ async fn postgres_restart(bin: &Path, report: &mut Report) {
             down.as_secs_f64(),
             up.as_secs_f64()
         ),
-        lag_zero_after,
+        back: INDEX_LAG_ZERO,
+        after,
     });
     let unavailable = load::Outcome::Refused {
         status: 503,
@@ -409,6 +433,370 @@ async fn postgres_restart(bin: &Path, report: &mut Report) {
     verify(server, &tenant, &plan, &sent, &dir.path().join("index"), report).await;
     broker.cleanup().await;
     keep_log_tail(report, &log);
+}
+
+/// The embedded deployment extracting with an LLM (the scripted model of [`llm`]), which fails
+/// every call for 10 s (short) or 60 s (long) after a lead of 5 s / 15 s: a third of the
+/// time with 500s, a third hanging past the client's timeout, a third with garbage JSON. The
+/// load ends with the fault, so the recovery is the time to extract the fault's backlog
+/// (under load the extraction lag is never zero: a session's turns wait for their batch).
+/// Ingest must answer 201 throughout, since it only writes the transcript.
+async fn llm_faults(bin: &Path, report: &mut Report) {
+    let (lead, fault) = match report.form {
+        Form::Short => (5.0, 10.0),
+        Form::Long => (15.0, 60.0),
+    };
+    let plan = plan(report.form, report.seed, (lead + fault, lead + fault));
+    let model = ScriptedModel::start(LLM_HANG).await;
+    let dir = tempfile::tempdir().expect("make the scenario's directory");
+    let log = dir.path().join("server.log");
+    let mut env = common_env();
+    env.extend([
+        ("DATA_DIR", dir.path().join("data").display().to_string()),
+        ("LLM_URL", model.base_url()),
+        ("LLM_MODEL", "chaos-model".into()),
+        // One retry inside a call, then the batch fails and its delivery is retried: the
+        // service's defaults (60 s, 2 retries) would make one hung call outlast the short form.
+        ("LLM_TIMEOUT_MS", LLM_TIMEOUT.as_millis().to_string()),
+        ("LLM_MAX_RETRIES", "1".into()),
+        // Scenes and the persona would call the model too; this fault is about extraction.
+        ("LAYERS", "false".into()),
+        // The sweep retries what the retried deliveries gave up on; every 5 s, not 30 s.
+        ("WORKER_SWEEP_INTERVAL_MS", "5000".into()),
+    ]);
+    let (server, _) = ApiProcess::start_at(bin, free_port(), &env, &log).await;
+
+    let tenant = crate::app::tenant();
+    let load = Load::start(server.base.clone(), tenant.clone(), plan);
+    let start = load.started;
+    tokio::time::sleep(Duration::from_secs_f64(lead)).await;
+    let down = start.elapsed();
+    let calls_before = model.calls();
+    let mut failed = Vec::new();
+    let mut peak = None;
+    for phase in Phase::ALL {
+        let calls = model.calls();
+        model.set(Some(phase));
+        peak = peak.max(checks::peak_lag(&server, EXTRACT_CONSUMER, Duration::from_secs_f64(fault / 3.0)).await);
+        failed.push((phase, model.calls() - calls));
+    }
+    model.set(None);
+    let back = Instant::now();
+    let up = start.elapsed();
+    let failed_calls = model.calls() - calls_before;
+    let after = checks::lag_zero(&server, EXTRACT_CONSUMER, back, LIVENESS).await;
+    let metrics = server.metrics().await;
+    let failures = |kind: &str| {
+        metric_sum(
+            &metrics,
+            "sediment_extract_failures_total",
+            &[&format!("kind=\"{kind}\"")],
+        )
+    };
+    let by_phase: Vec<String> = failed.iter().map(|(p, n)| format!("{n} {}", p.label())).collect();
+    report.recoveries.push(Recovery {
+        fault: format!(
+            "LLM failing from {:.1} s to {:.1} s: {failed_calls} calls failed ({}); {} batches failed unavailable, {} malformed; extraction lag peaked at {} turns",
+            down.as_secs_f64(),
+            up.as_secs_f64(),
+            by_phase.join(", "),
+            failures("unavailable"),
+            failures("malformed"),
+            peak.map_or("(unread)".to_owned(), |p| p.to_string())
+        ),
+        back: "extraction lag 0",
+        after,
+    });
+    let sent = load.finish().await;
+    report.tally = Tally::of(&sent);
+    report.checks.push(
+        "ingest answers 201 throughout",
+        report.tally.accepted == report.tally.sent,
+        format!(
+            "{} of {} requests answered 201",
+            report.tally.accepted, report.tally.sent
+        ),
+    );
+    // Each way of failing was met by calls, and extraction saw it fail and retried.
+    let unmet: Vec<&str> = failed.iter().filter(|(_, n)| *n == 0).map(|(p, _)| p.label()).collect();
+    report.checks.push(
+        "every phase of the fault failed calls",
+        unmet.is_empty() && failures("unavailable") + failures("malformed") > 0.0,
+        format!("phases without a call: {unmet:?}"),
+    );
+    verify(server, &tenant, &plan, &sent, &dir.path().join("data/index"), report).await;
+    keep_log_tail(report, &log);
+}
+
+/// Scene runs every few hundred milliseconds while memories come, a failed one retried after
+/// 2 s, and a lease short enough that a run whose rollback failed too (S3 gone mid-run) is
+/// taken over within the scenario rather than after the default 10 minutes.
+fn layer_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("SCENE_AFTER_L1_MS", "100".into()),
+        ("SCENE_MIN_GAP_MS", "300".into()),
+        ("SCENE_MAX_WAIT_MS", "5000".into()),
+        ("SCENE_RETRY_MS", "2000".into()),
+        ("SCENE_LEASE_MS", "20000".into()),
+        ("PERSONA_LEASE_MS", "20000".into()),
+    ]
+}
+
+/// The cluster deployment with its files on a private S3 server, and the scene and persona
+/// workers as processes of their own: the server stops serving for 10 s (short) or 30 s
+/// (long) a third into the load (30 s / 90 s), then serves again with its objects. Appends
+/// must answer 201 and recalls and searches 200 throughout; scene and persona runs fail and
+/// are retried, and succeed again once the server is back.
+async fn s3_outage(bin: &Path, report: &mut Report) {
+    let outage = match report.form {
+        Form::Short => Duration::from_secs(10),
+        Form::Long => Duration::from_secs(30),
+    };
+    let plan = plan(report.form, report.seed, (30.0, 90.0));
+    let s3 = PrivateS3::start()
+        .await
+        .unwrap_or_else(|e| panic!("start a private S3 server: {e:#}"));
+    let db = TestDb::create().await;
+    let broker = TestBroker::start("chaos-s3-outage").await;
+    let amqp = broker.settings();
+    let dir = tempfile::tempdir().expect("make the scenario's directory");
+    let log = dir.path().join("server.log");
+    let mut env = cluster_env(&db.url, &amqp.url, &amqp.prefix, dir.path());
+    env.retain(|(k, _)| *k != "FILES_DIR");
+    env.extend(s3.env());
+    env.extend(layer_env());
+    let (server, _) = ApiProcess::start_at(bin, free_port(), &env, &log).await;
+    let layers = bin.with_file_name("sediment-test-layers");
+    let scene = WorkerProcess::start(&layers, &["scene"], &env, &dir.path().join("scene.log")).await;
+    let persona = WorkerProcess::start(&layers, &["persona"], &env, &dir.path().join("persona.log")).await;
+
+    let tenant = crate::app::tenant();
+    let load = Load::start(server.base.clone(), tenant.clone(), plan);
+    let start = load.started;
+    let reads = Reads::start(server.base.clone(), tenant.clone(), start, plan.seconds);
+    tokio::time::sleep(Duration::from_secs_f64(plan.seconds / 3.0)).await;
+    let before = LayerRuns::read(&scene, &persona).await;
+    let down = start.elapsed();
+    s3.stop_server().await.expect("stop the private S3 server");
+    tokio::time::sleep(outage).await;
+    let during = LayerRuns::read(&scene, &persona).await;
+    let ready_during = (scene.probe("/readyz").await, persona.probe("/readyz").await);
+    s3.start_server().await.expect("start the private S3 server");
+    let back = Instant::now();
+    let up = start.elapsed();
+    // Back: a scene run has edited and a persona has been built since the server returned.
+    let after = loop {
+        let now = LayerRuns::read(&scene, &persona).await;
+        if now.edited > during.edited && now.built > during.built {
+            break Some(back.elapsed());
+        }
+        if back.elapsed() > LIVENESS {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    report.recoveries.push(Recovery {
+        fault: format!(
+            "S3 stopped at {:.1} s, started again at {:.1} s; while it was down {} scene runs failed ({} rolled back, {} found the owner busy), {} persona builds failed, {} file store errors, workers' /readyz {:?}",
+            down.as_secs_f64(),
+            up.as_secs_f64(),
+            during.failed - before.failed,
+            during.rolled_back - before.rolled_back,
+            during.busy - before.busy,
+            during.persona_failed - before.persona_failed,
+            during.file_errors - before.file_errors,
+            ready_during
+        ),
+        back: "a scene run edited and a persona built",
+        after,
+    });
+    let sent = load.finish().await;
+    let reads = reads.finish().await;
+    report.tally = Tally::of(&sent);
+    let during_sent = sent.iter().filter(|s| s.sent >= down && s.answered < up).count();
+    report.checks.push(
+        "ingest answers 201 throughout",
+        report.tally.accepted == report.tally.sent && during_sent > 0,
+        format!(
+            "{} of {} requests answered 201, {during_sent} sent and answered while S3 was down",
+            report.tally.accepted, report.tally.sent
+        ),
+    );
+    check_reads(&mut report.checks, &reads, down, up);
+    report.checks.push(
+        "scene and persona runs fail while S3 is down",
+        during.failed + during.rolled_back > before.failed + before.rolled_back
+            && during.file_errors > before.file_errors,
+        format!(
+            "scene runs failed or rolled back: {} before, {} at the end of the outage; file store errors {} before, {} at its end",
+            before.failed + before.rolled_back,
+            during.failed + during.rolled_back,
+            before.file_errors,
+            during.file_errors
+        ),
+    );
+    check_layers_built(&mut report.checks, &server, &tenant, &scene, &persona).await;
+    verify(server, &tenant, &plan, &sent, &dir.path().join("index"), report).await;
+    scene.stop().await;
+    persona.stop().await;
+    broker.cleanup().await;
+    keep_log_tail(report, &log);
+}
+
+/// Scene runs and persona builds so far, from the two workers' metrics.
+#[derive(Debug, Clone, Copy, Default)]
+struct LayerRuns {
+    edited: f64,
+    /// Runs that found the owner's lease held by another (or by a failed run that could not
+    /// roll back, until the lease expires).
+    busy: f64,
+    failed: f64,
+    rolled_back: f64,
+    built: f64,
+    persona_failed: f64,
+    /// Failed file store calls of both workers.
+    file_errors: f64,
+}
+
+impl LayerRuns {
+    async fn read(scene: &WorkerProcess, persona: &WorkerProcess) -> Self {
+        let (scene, persona) = (scene.metrics().await, persona.metrics().await);
+        let runs = |result: &str| metric_sum(&scene, "sediment_scene_runs_total", &[&format!("result=\"{result}\"")]);
+        let builds = |result: &str| {
+            metric_sum(
+                &persona,
+                "sediment_persona_builds_total",
+                &[&format!("result=\"{result}\"")],
+            )
+        };
+        Self {
+            edited: runs("edited"),
+            busy: runs("busy"),
+            failed: runs("failed"),
+            rolled_back: runs("rolled_back"),
+            built: builds("built"),
+            persona_failed: builds("failed"),
+            file_errors: metric_sum(&scene, "sediment_file_store_errors_total", &[])
+                + metric_sum(&persona, "sediment_file_store_errors_total", &[]),
+        }
+    }
+}
+
+/// Recalls and searches answered 200 before, during and after the outage, and recalls kept
+/// the scene list, which the store holds, while S3 was down. A recall that lost the persona
+/// (`store_unavailable`: not read by the API before the outage) is reported, not failed.
+fn check_reads(checks: &mut Checks, reads: &[load::Read], down: Duration, up: Duration) {
+    let during: Vec<&load::Read> = reads.iter().filter(|r| r.sent >= down && r.answered < up).collect();
+    let not_ok: Vec<String> = reads
+        .iter()
+        .filter(|r| r.status != Some(200))
+        .map(|r| format!("{} at {:.1} s: {:?}", r.what, r.sent.as_secs_f64(), r.status))
+        .collect();
+    let slowest = |reads: &mut dyn Iterator<Item = &load::Read>| {
+        reads.map(|r| (r.answered - r.sent).as_secs_f64()).fold(0.0, f64::max)
+    };
+    checks.push(
+        "recall and search answer 200 throughout",
+        not_ok.is_empty() && !during.is_empty(),
+        format!(
+            "{} reads, {} while S3 was down, {} not 200{}; slowest {:.2} s while it was down, {:.2} s otherwise",
+            reads.len(),
+            during.len(),
+            not_ok.len(),
+            examples(&not_ok),
+            slowest(&mut during.iter().copied()),
+            slowest(&mut reads.iter().filter(|r| !(r.sent >= down && r.answered < up))),
+        ),
+    );
+    let recalls: Vec<&&load::Read> = during.iter().filter(|r| r.what == "recall").collect();
+    let without_scenes = recalls.iter().filter(|r| !r.scene_list).count();
+    let without_persona = recalls
+        .iter()
+        .filter(|r| r.errors.iter().any(|e| e == "store_unavailable"))
+        .count();
+    checks.push(
+        "recall keeps the scene list while S3 is down",
+        without_scenes == 0 && !recalls.is_empty(),
+        format!(
+            "{} recalls while S3 was down, {without_scenes} without the scene list, {without_persona} without the persona (store_unavailable)",
+            recalls.len()
+        ),
+    );
+}
+
+fn examples(items: &[String]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    format!(
+        " (e.g. {})",
+        items.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// After the outage: the scenes exist and their documents read back from S3, the persona is
+/// built and reads back, and both workers are ready again.
+async fn check_layers_built(
+    checks: &mut Checks,
+    server: &ApiProcess,
+    tenant: &Tenant,
+    scene: &WorkerProcess,
+    persona: &WorkerProcess,
+) {
+    use crate::app::TenantHeaders as _;
+
+    let get = |path: String| {
+        server
+            .client
+            .get(format!("{}{path}", server.base))
+            .tenant_headers(tenant)
+            .send()
+    };
+    let scenes: serde_json::Value = match get("/v1/scenes".into()).await {
+        Ok(response) => response.json().await.unwrap_or_default(),
+        Err(_) => serde_json::Value::Null,
+    };
+    let ids: Vec<String> = scenes["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|s| s["id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut unreadable = Vec::new();
+    for id in &ids {
+        let status = get(format!("/v1/scenes/{id}")).await.map(|r| r.status().as_u16());
+        if status.as_ref().ok() != Some(&200) {
+            unreadable.push(format!("{id}: {status:?}"));
+        }
+    }
+    checks.push(
+        "scenes exist and read back",
+        !ids.is_empty() && unreadable.is_empty(),
+        format!("{} scenes, {} unreadable {unreadable:?}", ids.len(), unreadable.len()),
+    );
+    let persona_doc: Option<serde_json::Value> = match get("/v1/persona".into()).await {
+        Ok(response) if response.status() == 200 => response.json().await.ok(),
+        _ => None,
+    };
+    let version = persona_doc.as_ref().and_then(|p| p["version"].as_i64());
+    let content = persona_doc
+        .as_ref()
+        .and_then(|p| p["content"].as_str())
+        .map_or(0, str::len);
+    checks.push(
+        "the persona is built and reads back",
+        version.is_some() && content > 0,
+        format!("version {version:?}, {content} bytes"),
+    );
+    let ready = (scene.probe("/readyz").await, persona.probe("/readyz").await);
+    checks.push(
+        "the scene and persona workers are ready again",
+        ready == (Some(200), Some(200)),
+        format!("/readyz {ready:?}"),
+    );
 }
 
 /// The invariants after the last fault: waits for everything to drain, reads back through

@@ -12,7 +12,8 @@
 //!   the prompt and of the reply the way [`embed_text`] tokenizes them.
 //!
 //! Each endpoint has a queue of [`Fault`]s, consumed one per request before the default
-//! behaviour, and records what it received. [`FakeOpenAi::set_down`] turns every answer into a
+//! behaviour, and a standing fault ([`Endpoint::set_standing`]) that every request gets while
+//! it is set and no queued one is left, and records what it received. [`FakeOpenAi::set_down`] turns every answer into a
 //! 503; [`FakeOpenAi::stop`] closes the listener so that clients get connect errors.
 //! [`FakeOpenAi::set_latency`] makes every answer take a fixed time, as a real model does (for
 //! benchmarks), and [`FakeOpenAi::chat_usage`] sums the `usage` of every chat answer.
@@ -113,6 +114,7 @@ pub fn chat_message(body: &Value, role: &str) -> Option<String> {
 #[derive(Debug, Default)]
 pub struct Endpoint {
     faults: Mutex<VecDeque<Fault>>,
+    standing: Mutex<Option<Fault>>,
     requests: Mutex<Vec<Recorded>>,
 }
 
@@ -125,6 +127,13 @@ impl Endpoint {
     /// Queues `fault` for each of the next `times` requests.
     pub fn push_times(&self, fault: Fault, times: usize) {
         lock(&self.faults).extend(std::iter::repeat_n(fault, times));
+    }
+
+    /// Gives every coming request `fault` (once the queued faults are used up) until it is
+    /// replaced or cleared with `None`: a provider that fails for a while, however often it is
+    /// called meanwhile.
+    pub fn set_standing(&self, fault: Option<Fault>) {
+        *lock(&self.standing) = fault;
     }
 
     /// Faults not yet consumed.
@@ -166,7 +175,7 @@ impl Endpoint {
     }
 
     fn next_fault(&self) -> Option<Fault> {
-        lock(&self.faults).pop_front()
+        lock(&self.faults).pop_front().or_else(|| lock(&self.standing).clone())
     }
 }
 

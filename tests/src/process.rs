@@ -195,6 +195,14 @@ impl ApiProcess {
         response.json().await.ok()
     }
 
+    /// The `/metrics` text, empty when the server does not answer.
+    pub async fn metrics(&self) -> String {
+        match self.client.get(format!("{}/metrics", self.base)).send().await {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
     /// Waits until the index has caught up with the store and no index optimizer run is in
     /// progress, three checks half a second apart in a row.
     pub async fn wait_indexed(&self) {
@@ -219,4 +227,98 @@ impl ApiProcess {
             };
         }
     }
+}
+
+/// A worker binary (`sediment-test-layers scene`, ...) as a child process, probed on its side
+/// port: for the fault scenarios that watch workers of their own through a fault.
+pub struct WorkerProcess {
+    child: Child,
+    /// `http://127.0.0.1:<side port>`: `/healthz`, `/readyz`, `/metrics`.
+    pub health: String,
+    client: reqwest::Client,
+}
+
+impl WorkerProcess {
+    /// Starts `bin` with `args` and only `env` (prefixed `SEDIMENT_`, plus `HOME` and `PATH`),
+    /// its side port on a free loopback port and its log appended to `log`; waits until
+    /// `/readyz` answers 200.
+    pub async fn start(bin: &Path, args: &[&str], env: &[(&str, String)], log: &Path) -> Self {
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("open the worker log");
+        let listen = format!("127.0.0.1:{}", free_port());
+        let mut child = tokio::process::Command::new(bin)
+            .args(args)
+            .env_clear()
+            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SEDIMENT_WORKER_HEALTH_LISTEN", &listen)
+            .envs(env.iter().map(|(k, v)| (format!("SEDIMENT_{k}"), v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
+        let started = Instant::now();
+        let client = reqwest::Client::new();
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{} exited with {status}; its log is {}", bin.display(), log.display());
+            }
+            let ready = client.get(format!("http://{listen}/readyz")).send().await;
+            if ready.is_ok_and(|r| r.status() == 200) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "{} {args:?} not ready after 2 minutes",
+                bin.display()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self {
+            child,
+            health: format!("http://{listen}"),
+            client,
+        }
+    }
+
+    /// The status of `GET path` on the side port (`/readyz`), or `None` without an answer.
+    pub async fn probe(&self, path: &str) -> Option<u16> {
+        let response = self.client.get(format!("{}{path}", self.health)).send().await.ok()?;
+        Some(response.status().as_u16())
+    }
+
+    /// The `/metrics` text, empty without an answer.
+    pub async fn metrics(&self) -> String {
+        match self.client.get(format!("{}/metrics", self.health)).send().await {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// SIGTERM, then waits up to 2 minutes for exit status 0.
+    pub async fn stop(self) {
+        sigterm_within(self.child, Duration::from_secs(120)).await;
+    }
+}
+
+/// The sum of every sample of counter or gauge `name` in Prometheus text `metrics` whose
+/// labels contain each of `labels` (`result="failed"`); 0 when there is none.
+pub fn metric_sum(metrics: &str, name: &str, labels: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let rest = series.strip_prefix(name)?;
+            if !(rest.is_empty() || rest.starts_with('{')) || !labels.iter().all(|l| rest.contains(l)) {
+                return None;
+            }
+            value.parse::<f64>().ok()
+        })
+        .fold(0.0, |total, value| total + value)
 }

@@ -51,12 +51,12 @@ impl Checks {
     }
 }
 
-/// How long after `since` the index lag of `server` was first seen at zero, polling every
-/// 50 ms for at most `bound`; `None` if it never was. A server or store that does not answer
-/// counts as not caught up.
-pub async fn index_lag_zero(server: &ApiProcess, since: Instant, bound: Duration) -> Option<Duration> {
+/// How long after `since` the lag of `consumer` (`index`, `extract`) was first seen at zero,
+/// polling every 50 ms for at most `bound`; `None` if it never was. A server or store that
+/// does not answer counts as not caught up.
+pub async fn lag_zero(server: &ApiProcess, consumer: &str, since: Instant, bound: Duration) -> Option<Duration> {
     loop {
-        if server.try_lag(INDEX_CONSUMER).await == Some(0) {
+        if server.try_lag(consumer).await == Some(0) {
             return Some(since.elapsed());
         }
         if since.elapsed() > bound {
@@ -66,14 +66,13 @@ pub async fn index_lag_zero(server: &ApiProcess, since: Instant, bound: Duration
     }
 }
 
-/// Polls the index lag of `server` for `span` (a fault's length) and returns the highest
-/// seen, or `None` if it could not be read at all; it returns after `span` whatever the
-/// server does.
-pub async fn peak_index_lag(server: &ApiProcess, span: Duration) -> Option<i64> {
+/// Polls the lag of `consumer` for `span` (a fault's length) and returns the highest seen, or
+/// `None` if it could not be read at all; it returns after `span` whatever the server does.
+pub async fn peak_lag(server: &ApiProcess, consumer: &str, span: Duration) -> Option<i64> {
     let end = tokio::time::Instant::now() + span;
     let mut peak = None;
     while tokio::time::Instant::now() < end {
-        if let Ok(lag) = tokio::time::timeout_at(end, server.try_lag(INDEX_CONSUMER)).await {
+        if let Ok(lag) = tokio::time::timeout_at(end, server.try_lag(consumer)).await {
             peak = peak.max(lag);
         }
         tokio::time::sleep_until(end.min(tokio::time::Instant::now() + Duration::from_millis(250))).await;

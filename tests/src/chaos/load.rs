@@ -236,6 +236,97 @@ async fn append(client: &reqwest::Client, base: &str, tenant: &Tenant, session: 
     Outcome::Refused { status, code }
 }
 
+/// One read of [`Reads`]: a recall or a search, and how it ended.
+#[derive(Debug, Clone)]
+pub struct Read {
+    pub what: &'static str,
+    /// When it went out and when its answer came, from the load's start.
+    pub sent: Duration,
+    pub answered: Duration,
+    /// The status, `None` without an answer.
+    pub status: Option<u16>,
+    /// The codes of the degradations a 200 reported (`errors[].code`).
+    pub errors: Vec<String>,
+    /// A recall whose stable part listed scenes.
+    pub scene_list: bool,
+}
+
+/// Recalls and searches, one after the other every `READ_EVERY`, beside a [`Load`]: what an
+/// agent asks while a fault is under way.
+pub struct Reads(JoinHandle<Vec<Read>>);
+
+/// The pause between two reads of [`Reads`].
+const READ_EVERY: Duration = Duration::from_millis(250);
+
+impl Reads {
+    /// Starts reading from `base` as `tenant` until `seconds` after `start`.
+    pub fn start(base: String, tenant: Tenant, start: Instant, seconds: f64) -> Self {
+        Self(tokio::spawn(async move {
+            let client = reqwest::Client::builder()
+                .timeout(REQUEST_TIMEOUT)
+                .build()
+                .expect("build the reads' client");
+            let end = Duration::from_secs_f64(seconds);
+            let mut reads = Vec::new();
+            while start.elapsed() < end {
+                let (what, path, body) = if reads.len() % 2 == 0 {
+                    (
+                        "recall",
+                        "/v1/recall",
+                        json!({"query": "which deploys do I prefer?", "session_id": "chaos-0"}),
+                    )
+                } else {
+                    (
+                        "search",
+                        "/v1/conversations/search",
+                        json!({"query": "deploys", "limit": 5}),
+                    )
+                };
+                let sent = start.elapsed();
+                let response = client
+                    .post(format!("{base}{path}"))
+                    .tenant_headers(&tenant)
+                    .json(&body)
+                    .send()
+                    .await;
+                let (status, body) = match response {
+                    Ok(response) => {
+                        let status = response.status().as_u16();
+                        (Some(status), response.json().await.unwrap_or(Value::Null))
+                    }
+                    Err(_) => (None, Value::Null),
+                };
+                let errors = body["errors"]
+                    .as_array()
+                    .map(|errors| {
+                        errors
+                            .iter()
+                            .map(|e| e["code"].as_str().unwrap_or("no code").to_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                reads.push(Read {
+                    what,
+                    sent,
+                    answered: start.elapsed(),
+                    status,
+                    errors,
+                    scene_list: body["stable"]["scene_navigation"]
+                        .as_str()
+                        .is_some_and(|n| !n.is_empty()),
+                });
+                tokio::time::sleep(READ_EVERY).await;
+            }
+            reads
+        }))
+    }
+
+    /// Waits for the last read; returns every read in the order it was sent.
+    pub async fn finish(self) -> Vec<Read> {
+        self.0.await.expect("the reads' task")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

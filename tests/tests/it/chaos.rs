@@ -28,3 +28,13 @@ async fn rabbitmq_outage_keeps_ingest_answering_and_recovers() {
 async fn postgres_restart_refuses_with_503_and_recovers() {
     holds(Scenario::PostgresRestart).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_faults_keep_ingest_answering_and_extract_each_turn_once() {
+    holds(Scenario::LlmFaults).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_outage_keeps_ingest_and_recall_answering_and_layers_recover() {
+    holds(Scenario::S3Outage).await;
+}
