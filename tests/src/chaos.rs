@@ -13,6 +13,7 @@
 //! form (`--long` of the `chaos` binary).
 
 mod broker;
+mod burst;
 pub mod checks;
 mod llm;
 pub mod load;
@@ -74,15 +75,18 @@ pub enum Scenario {
     LlmFaults,
     /// The cluster deployment's S3 server stopped under load, then started again.
     S3Outage,
+    /// The embedded deployment appended to at ten times what its extraction drains.
+    Backpressure,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 6] = [
         Scenario::EmbeddedKill,
         Scenario::RabbitmqOutage,
         Scenario::PostgresRestart,
         Scenario::LlmFaults,
         Scenario::S3Outage,
+        Scenario::Backpressure,
     ];
 
     pub fn name(self) -> &'static str {
@@ -92,6 +96,7 @@ impl Scenario {
             Scenario::PostgresRestart => "postgres-restart",
             Scenario::LlmFaults => "llm-faults",
             Scenario::S3Outage => "s3-outage",
+            Scenario::Backpressure => "backpressure",
         }
     }
 
@@ -120,6 +125,7 @@ impl Scenario {
             Scenario::PostgresRestart => postgres_restart(server, &mut report).await,
             Scenario::LlmFaults => llm_faults(server, &mut report).await,
             Scenario::S3Outage => s3_outage(server, &mut report).await,
+            Scenario::Backpressure => burst::backpressure(server, &mut report).await,
         }
         report
     }

@@ -78,6 +78,11 @@ impl ScriptedModel {
         self.garbage.store(phase == Some(Phase::Garbage), Ordering::SeqCst);
     }
 
+    /// Makes every answer wait `latency`, as a real model's take seconds.
+    pub fn set_latency(&self, latency: Duration) {
+        self.llm.set_latency(latency);
+    }
+
     /// Chat calls received so far, failed ones included.
     pub fn calls(&self) -> usize {
         self.llm.chat().requests()

@@ -38,3 +38,8 @@ async fn llm_faults_keep_ingest_answering_and_extract_each_turn_once() {
 async fn s3_outage_keeps_ingest_and_recall_answering_and_layers_recover() {
     holds(Scenario::S3Outage).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_ten_times_the_drain_is_accepted_and_drains_in_bounded_memory() {
+    holds(Scenario::Backpressure).await;
+}
