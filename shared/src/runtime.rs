@@ -26,11 +26,16 @@ use crate::memory::pipeline::PipelineError;
 use crate::memory::schedule::{Scheduler, Trigger};
 use crate::metrics;
 
-/// A handler failed; `retryable` decides between retry and park.
+/// A handler failed; `retryable` decides between retry and park, and `swept` what happens
+/// once the retries are used up.
 #[derive(Debug, thiserror::Error)]
 #[error("handler failed")]
 pub struct HandlerError {
     pub retryable: bool,
+    /// The work is still in the store, recorded as failed, and the worker's sweep does it
+    /// again: a retryable failure is retried as usual but never parked (`Outcome::Defer`),
+    /// since a parked copy would only be work for a human.
+    pub swept: bool,
     #[source]
     pub source: Box<dyn std::error::Error + Send + Sync>,
 }
@@ -53,6 +58,7 @@ impl From<IndexerError> for HandlerError {
     fn from(e: IndexerError) -> Self {
         Self {
             retryable: e.is_retryable(),
+            swept: false,
             source: Box::new(e),
         }
     }
@@ -98,6 +104,10 @@ impl From<PipelineError> for HandlerError {
     fn from(e: PipelineError) -> Self {
         Self {
             retryable: e.is_retryable(),
+            // The model failed the batch: its turns stay pending past the cursor and the
+            // failure is recorded, so the sweep extracts them once the model answers; parked,
+            // every wake-up of an outage longer than the attempts waited for a human.
+            swept: matches!(e, PipelineError::Extract { .. }),
             source: Box::new(e),
         }
     }
@@ -332,6 +342,10 @@ async fn process(handler: &dyn Handler, delivery: &Delivery) -> Outcome {
     }
     match result {
         Ok(()) => Outcome::Ack,
+        Err(e) if e.retryable && e.swept => {
+            tracing::warn!(worker, message_id = %delivery.message_id, attempt = delivery.attempt, error = %error_chain(&e), "handler failed; will retry, and the sweep will if the retries run out");
+            Outcome::Defer
+        }
         Err(e) if e.retryable => {
             tracing::warn!(worker, message_id = %delivery.message_id, attempt = delivery.attempt, error = %error_chain(&e), "handler failed; will retry");
             Outcome::Retry
@@ -360,6 +374,7 @@ async fn settle(
     let label = match outcome {
         Outcome::Ack => "ack",
         Outcome::Retry => "retry",
+        Outcome::Defer => "defer",
         Outcome::Reject => "reject",
     };
     ::metrics::counter!(metrics::EVENTS_CONSUMED, "worker" => worker, "outcome" => label).increment(1);

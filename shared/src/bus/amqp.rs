@@ -735,7 +735,16 @@ impl AmqpSubscription {
             Outcome::Ack => return Ok(()),
             Outcome::Reject => PARKED_REJECTED,
             Outcome::Retry if delivery.attempt >= settings.attempts() => PARKED_EXHAUSTED,
-            Outcome::Retry => {
+            Outcome::Defer if delivery.attempt >= settings.attempts() => {
+                tracing::info!(
+                    queue = %settings.work_queue(self.kind),
+                    message_id = %delivery.message_id,
+                    attempt = delivery.attempt,
+                    "attempts used up; the sweep redoes the work"
+                );
+                return Ok(());
+            }
+            Outcome::Retry | Outcome::Defer => {
                 let delay = retry_backoff(settings.retry_delay, delivery.attempt);
                 let millis = delay.as_millis().max(1);
                 let properties = copy_properties(delivery, raw, delivery.attempt + 1, None)

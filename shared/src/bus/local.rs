@@ -301,7 +301,14 @@ impl Subscription for LocalSubscription {
             Outcome::Retry if message.attempt >= self.max_attempts => {
                 queue.park(message, PARKED_EXHAUSTED);
             }
-            Outcome::Retry => {
+            Outcome::Defer if message.attempt >= self.max_attempts => {
+                tracing::info!(
+                    kind = queue.kind.as_str(),
+                    attempt = message.attempt,
+                    "attempts used up; the sweep redoes the work"
+                );
+            }
+            Outcome::Retry | Outcome::Defer => {
                 let delay = retry_backoff(self.retry_delay, message.attempt);
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;

@@ -188,6 +188,9 @@ pub enum Outcome {
     /// Failed but may succeed later; redeliver after a backoff, up to the attempt cap, then
     /// park it.
     Retry,
+    /// Failed but may succeed later, and the worker's sweep redoes the work from the store:
+    /// redeliver like `Retry`, but once the attempts are used up, drop it instead of parking.
+    Defer,
     /// Will never succeed (bad message); park it at once.
     Reject,
 }

@@ -76,6 +76,7 @@ impl From<CompactError> for HandlerError {
     fn from(e: CompactError) -> Self {
         Self {
             retryable: e.is_retryable(),
+            swept: false,
             source: Box::new(e),
         }
     }

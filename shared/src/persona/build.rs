@@ -450,6 +450,9 @@ impl From<PersonaError> for HandlerError {
     fn from(e: PersonaError) -> Self {
         Self {
             retryable: e.is_retryable(),
+            // The sweep checks every owner's triggers again, page by page: a wake-up that used
+            // up its attempts is not work for a human.
+            swept: true,
             source: Box::new(e),
         }
     }

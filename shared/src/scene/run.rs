@@ -621,6 +621,9 @@ impl From<SceneError> for HandlerError {
     fn from(e: SceneError) -> Self {
         Self {
             retryable: e.is_retryable(),
+            // A failed run moved the owner's timer (`retry_after`), and the sweep runs every
+            // owner that is due: a wake-up that used up its attempts is not work for a human.
+            swept: true,
             source: Box::new(e),
         }
     }

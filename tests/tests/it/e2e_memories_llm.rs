@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use integration_tests::app::{tenant, Mode, Options, TestApp};
-use integration_tests::fake_openai::{chat_message, FakeOpenAi};
+use integration_tests::fake_openai::{chat_message, FakeOpenAi, Fault};
 use reqwest::Method;
 use serde_json::{json, Value};
+use shared::bus::WorkerKind;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -312,4 +313,50 @@ async fn a_backlog_dedups_against_its_own_earlier_batches_embedded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_backlog_dedups_against_its_own_earlier_batches_cluster() {
     a_backlog_dedups_against_its_own_earlier_batches(Mode::Cluster).await;
+}
+
+/// An LLM down for longer than a wake-up's delivery attempts parks no wake-up: the failed
+/// batch is recorded and stays pending, and the sweep extracts it once the model answers, so a
+/// parked copy would only be work for a human (the chaos suite's llm-faults parked 27 after a
+/// 60 s outage).
+async fn an_llm_outage_parks_no_wake_up(mode: Mode) {
+    let llm = FakeOpenAi::start(8).await;
+    llm.set_chat_responder(good_answer);
+    llm.chat().set_standing(Some(Fault::Status(500)));
+    // Sweeps far enough apart that the wake-up's attempts do not find the session claimed by
+    // one (and give up on it without failing).
+    let more = vec![
+        ("WORKER_MAX_ATTEMPTS", "2".to_owned()),
+        ("WORKER_RETRY_DELAY_MS", "50".to_owned()),
+        ("WORKER_SWEEP_INTERVAL_MS", "1000".to_owned()),
+    ];
+    let app = llm_app_with(&llm, mode, more).await;
+    let t = tenant();
+    app.append_ok(&t, "s1", user("I am the release manager for the mobile app."))
+        .await;
+    // Both attempts of the wake-up (50 ms apart) and a sweep or two have failed.
+    let started = std::time::Instant::now();
+    while llm.chat().requests() < 4 {
+        assert!(started.elapsed() < WAIT, "the extraction never called the model");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    llm.chat().set_standing(None);
+    app.wait_extracted(WAIT).await;
+
+    assert_eq!(
+        app.memory_contents(&t).await,
+        ["用户自述：I am the release manager for the mobile app."]
+    );
+    let stats = app.backends.bus.stats(WorkerKind::Extract).await.expect("queue stats");
+    assert_eq!(stats.parked, 0, "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn embedded_llm_outage_parks_no_wake_up() {
+    an_llm_outage_parks_no_wake_up(Mode::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_llm_outage_parks_no_wake_up() {
+    an_llm_outage_parks_no_wake_up(Mode::Cluster).await;
 }

@@ -33,6 +33,7 @@ impl Handler for Failing {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let error = |retryable| HandlerError {
             retryable,
+            swept: false,
             source: "induced failure".into(),
         };
         match self.failure {
