@@ -96,7 +96,8 @@ impl Backends {
                     .await
                     .context("open the SQLite store")?;
                 let bus = LocalBus::new(settings.worker.max_attempts, settings.worker.retry_delay)
-                    .muting(&muted_kinds(settings));
+                    .muting(&muted_kinds(settings))
+                    .limiting(settings.worker.queue_limit);
                 let store = Arc::new(store);
                 sqlite = Some(store.clone());
                 scenes = store.clone();

@@ -99,6 +99,8 @@ pub struct WorkerSettings {
     pub max_attempts: u32,
     /// Base backoff between attempts.
     pub retry_delay: Duration,
+    /// Embedded: messages one in-process queue holds before new events are dropped.
+    pub queue_limit: u64,
 }
 
 /// Which embedding provider computes dense vectors.
@@ -852,6 +854,7 @@ impl Settings {
                 )?,
                 max_attempts: positive(vars, "WORKER_MAX_ATTEMPTS", 5)?,
                 retry_delay: millis(vars, "WORKER_RETRY_DELAY_MS", 1_000)?,
+                queue_limit: positive(vars, "WORKER_QUEUE_LIMIT", crate::bus::LOCAL_QUEUE_LIMIT)?,
             },
             shutdown_deadline: millis(vars, "SHUTDOWN_DEADLINE_MS", 8_000)?,
             log_filter: get("LOG").unwrap_or("info").to_owned(),

@@ -29,6 +29,9 @@ pub const EVENTS_PUBLISHED: &str = "sediment_events_published_total";
 /// Events merged into one already waiting to be published (one wake-up covers both), by
 /// `routing_key`.
 pub const EVENTS_COALESCED: &str = "sediment_events_coalesced_total";
+/// Events the embedded bus dropped because their queue was full, by `queue`; the sweeps find
+/// their work.
+pub const EVENTS_DROPPED: &str = "sediment_events_dropped_total";
 /// Sessions one published `turns.appended` wake-up carried.
 pub const WAKEUP_SESSIONS: &str = "sediment_wakeup_sessions";
 /// Deliveries consumed by `worker` and `outcome` (`ack`, `retry`, `reject`).
@@ -198,6 +201,7 @@ pub fn describe() {
     );
     describe_histogram!(WAKEUP_SESSIONS, "sessions one published turns.appended wake-up carried");
     describe_counter!(EVENTS_CONSUMED, "deliveries consumed by worker and outcome");
+    describe_counter!(EVENTS_DROPPED, "events the embedded bus dropped: queue full");
     describe_gauge!(QUEUE_DEPTH, "ready messages in a worker queue, by queue");
     describe_gauge!(PARKED_MESSAGES, "parked messages waiting for a human, by queue");
     describe_gauge!(QUEUE_CONSUMERS, "subscriptions consuming a worker queue, by queue");

@@ -1,7 +1,8 @@
 //! In-process event bus for the embedded deployment.
 //!
-//! One unbounded queue per [`WorkerKind`] is created with the bus, so an event published before
-//! any worker subscribes waits for it, and publishing never blocks ingest. Nothing survives the
+//! One queue per [`WorkerKind`] is created with the bus, so an event published before any worker
+//! subscribes waits for it, and publishing never blocks ingest; a full queue (see
+//! [`LocalBus::limiting`]) drops new events instead. Nothing survives the
 //! process: that is fine because events are hints and every worker sweeps its backlog from the
 //! store at start. Retries wait out their backoff in a spawned task (lost if the runtime shuts
 //! down first, like every other in-memory message); parked messages are kept in memory.
@@ -40,7 +41,12 @@ pub struct LocalBus {
     muted: Arc<std::collections::HashSet<WorkerKind>>,
     max_attempts: u32,
     retry_delay: Duration,
+    /// Messages one queue holds before new events for it are dropped (see [`LocalBus::limiting`]).
+    limit: u64,
 }
+
+/// [`LocalBus::limiting`]'s default: about 2 MB of events per queue.
+pub const LOCAL_QUEUE_LIMIT: u64 = 10_000;
 
 impl LocalBus {
     /// Creates the queue of every worker kind. A message is delivered at most `max_attempts`
@@ -55,7 +61,18 @@ impl LocalBus {
             muted: Arc::default(),
             max_attempts: max_attempts.max(1),
             retry_delay,
+            limit: LOCAL_QUEUE_LIMIT,
         }
+    }
+
+    /// The same bus, whose queues each hold at most `limit` messages (0 is taken as 1): an event
+    /// for a full queue is dropped and counted (`sediment_events_dropped_total`). Every event is
+    /// a hint whose work the store holds, and the workers' sweeps find what a dropped one
+    /// pointed at; without a limit, an overload that lasts grows the queues, and the memory they
+    /// hold, for as long as it lasts (a 40 s burst at ten times the drain queued 629 events).
+    pub fn limiting(mut self, limit: u64) -> LocalBus {
+        self.limit = limit.max(1);
+        self
     }
 
     /// The same bus, whose queues of `kinds` take no events (see `muted`).
@@ -84,6 +101,15 @@ impl LocalBus {
                 .iter()
                 .any(|pattern| topic_matches(pattern, routing_key))
             {
+                if queue.ready.load(Ordering::SeqCst) >= self.limit {
+                    ::metrics::counter!(crate::metrics::EVENTS_DROPPED, "queue" => queue.kind.as_str()).increment(1);
+                    tracing::debug!(
+                        queue = queue.kind.as_str(),
+                        routing_key,
+                        "queue full; event dropped, the sweep covers it"
+                    );
+                    continue;
+                }
                 queue.enqueue(Message {
                     event: event.clone(),
                     message_id: message_id.to_owned(),
@@ -360,7 +386,41 @@ fn topic_matches(pattern: &str, routing_key: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::topic_matches;
+    use super::*;
+    use crate::domain::Tenant;
+
+    fn due(session: &str) -> Event {
+        Event::ExtractDue {
+            tenant: Tenant::new(Some("t"), Some("a"), Some("u")).unwrap(),
+            session_id: session.to_owned(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_new_events_and_takes_them_again_once_drained() {
+        let bus = LocalBus::new(3, Duration::from_millis(10)).limiting(2);
+        let mut subscription = bus.subscribe(WorkerKind::Extract, 8).await.unwrap();
+        for session in ["s1", "s2", "s3", "s4"] {
+            bus.publish(&due(session)).await.unwrap();
+        }
+        assert_eq!(
+            bus.depth(WorkerKind::Extract).await.unwrap(),
+            Some(2),
+            "two kept, two dropped"
+        );
+        let first = subscription.next().await.unwrap();
+        assert_eq!(first.event.as_ref().unwrap(), &due("s1"));
+        subscription.settle(first, Outcome::Ack).await.unwrap();
+        bus.publish(&due("s5")).await.unwrap();
+        let mut rest = Vec::new();
+        for _ in 0..2 {
+            let delivery = subscription.next().await.unwrap();
+            rest.push(delivery.event.clone().unwrap());
+            subscription.settle(delivery, Outcome::Ack).await.unwrap();
+        }
+        assert_eq!(rest, [due("s2"), due("s5")]);
+        assert_eq!(bus.depth(WorkerKind::Extract).await.unwrap(), Some(0));
+    }
 
     #[test]
     fn topic_patterns_match_like_rabbitmq() {

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::Tenant;
 
 pub use amqp::{AmqpBus, AmqpSettings};
-pub use local::LocalBus;
+pub use local::{LocalBus, LOCAL_QUEUE_LIMIT};
 
 pub type BusResult<T> = Result<T, BusError>;
 
