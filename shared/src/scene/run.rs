@@ -205,6 +205,10 @@ pub struct SceneRunner {
 const SWEEP_PAGE: u32 = 100;
 /// Memories read per listing page.
 const MEMORY_PAGE: u32 = 500;
+/// The first wait before trying a failed rollback again; it doubles up to
+/// [`ROLLBACK_RETRY_MAX`].
+const ROLLBACK_RETRY_FIRST: Duration = Duration::from_millis(500);
+const ROLLBACK_RETRY_MAX: Duration = Duration::from_secs(30);
 
 impl SceneRunner {
     pub fn new(
@@ -562,7 +566,8 @@ impl SceneRunner {
 
     /// After a failed run: retry later (the timer's failure rule) and give the owner back —
     /// unless the folder may still hold the run's edits (its rollback failed too): then the
-    /// lease is left to expire, and the next claim sees it abandoned and restores the folder.
+    /// owner is given back once a rollback tried again succeeds, or, if none does by half the
+    /// lease, the lease is left to expire and the next claim restores the folder.
     async fn after_failure(&self, tenant: &Tenant, lease: &Lease, dirty: bool) {
         let now = Utc::now();
         let retry = self.settings.retry_after;
@@ -581,14 +586,48 @@ impl SceneRunner {
             Err(e) => tracing::warn!(error = %error_chain(&e), "failed to move the scene timer after a failure"),
         }
         if dirty {
-            tracing::error!(
-                "scene run failed and could not roll back; the next run restores the folder once the lease expires"
-            );
+            tracing::error!("scene run failed and could not roll back; trying again while the lease holds");
+            self.spawn_rollback(tenant.clone(), *lease);
             return;
         }
         if let Err(e) = self.scenes.release_scene_run(tenant, lease.token).await {
             tracing::warn!(error = %error_chain(&e), "failed to release the scene lease; it expires on its own");
         }
+    }
+
+    /// Tries the rollback of a failed run again (its file store was down) until it succeeds,
+    /// then gives the owner back; past half the lease it stops, and the claim after the lease
+    /// restores the folder. Only waiting for the lease kept the owner's scenes still for its
+    /// whole length (10 minutes by default) after the store was back.
+    fn spawn_rollback(&self, tenant: Tenant, lease: Lease) {
+        let files = self.files.clone();
+        let scenes = self.scenes.clone();
+        // The editor's rule: nothing is written past half the lease, when a newer run may
+        // already be near.
+        let last = lease.claimed_at + chrono::Duration::from_std(self.settings.lease / 2).unwrap_or_default();
+        tokio::spawn(async move {
+            let mut wait = ROLLBACK_RETRY_FIRST;
+            loop {
+                tokio::time::sleep(wait).await;
+                if Utc::now() >= last {
+                    tracing::warn!(
+                        "scene rollback still failing at half the lease; the next claim restores the folder"
+                    );
+                    return;
+                }
+                match journal::restore(&*files, &tenant, lease.token).await {
+                    Ok(restored) => {
+                        tracing::info!(restored, "rolled back a failed scene run");
+                        ::metrics::counter!(metrics::SCENE_ROLLBACKS).increment(1);
+                        if let Err(e) = scenes.release_scene_run(&tenant, lease.token).await {
+                            tracing::warn!(error = %error_chain(&e), "failed to release the scene lease; it expires on its own");
+                        }
+                        return;
+                    }
+                    Err(_) => wait = (wait * 2).min(ROLLBACK_RETRY_MAX),
+                }
+            }
+        });
     }
 
     /// The safety net: schedules owners whose memories have no run scheduled (the timer update

@@ -714,3 +714,36 @@ async fn a_file_store_outage_parks_no_layer_wake_up() {
     }
     app.stop().await;
 }
+
+/// A scene run cut off by a file store outage (its writes and its rollback failed) gives its
+/// owner back once the store answers again, not only when its lease (10 minutes by default)
+/// expires: the chaos suite's s3-outage saw an owner's scene runs wait for the whole lease
+/// after the store was back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_scene_run_cut_off_by_a_file_store_outage_resumes_when_it_is_back() {
+    let down = Arc::new(AtomicBool::new(true));
+    let mut env = fast_layer_env();
+    env.push(("SCENE_RETRY_MS", "200".to_owned()));
+    let mut app = TestApp::with(
+        Mode::Embedded,
+        Options {
+            env,
+            file_store_down: Some(down.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let t = tenant();
+    app.append_ok(&t, "s1", user("我是腾讯云 DBA，主要管北京区的 TDSQL-C"))
+        .await;
+    // The first scene run writes a new scene into the store that is down, and its rollback
+    // cannot undo it there either.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    down.store(false, Ordering::SeqCst);
+
+    wait_for(&app, &t, "/v1/scenes", |s, b| {
+        s == 200 && b["items"].as_array().is_some_and(|i| !i.is_empty())
+    })
+    .await;
+    app.stop().await;
+}
