@@ -214,6 +214,21 @@ fn cluster_env(database_url: &str, amqp_url: &str, amqp_prefix: &str, dir: &Path
     env
 }
 
+/// The embedded deployment on `dir`, extracting with `model`. Scenes and the persona would
+/// call the model too, and these scenarios are about extraction, so they are off. The sweep,
+/// which redoes what the retried or dropped wake-ups did not, runs every 5 s rather than 30 s.
+fn embedded_llm_env(model: &ScriptedModel, dir: &Path) -> Vec<(&'static str, String)> {
+    let mut env = common_env();
+    env.extend([
+        ("DATA_DIR", dir.join("data").display().to_string()),
+        ("LLM_URL", model.base_url()),
+        ("LLM_MODEL", "chaos-model".into()),
+        ("LAYERS", "false".into()),
+        ("WORKER_SWEEP_INTERVAL_MS", "5000".into()),
+    ]);
+    env
+}
+
 fn plan(form: Form, seed: u64, seconds: (f64, f64)) -> Plan {
     Plan {
         rate: 6.0,
@@ -456,19 +471,12 @@ async fn llm_faults(bin: &Path, report: &mut Report) {
     let model = ScriptedModel::start(LLM_HANG).await;
     let dir = tempfile::tempdir().expect("make the scenario's directory");
     let log = dir.path().join("server.log");
-    let mut env = common_env();
+    let mut env = embedded_llm_env(&model, dir.path());
     env.extend([
-        ("DATA_DIR", dir.path().join("data").display().to_string()),
-        ("LLM_URL", model.base_url()),
-        ("LLM_MODEL", "chaos-model".into()),
         // One retry inside a call, then the batch fails and its delivery is retried: the
         // service's defaults (60 s, 2 retries) would make one hung call outlast the short form.
         ("LLM_TIMEOUT_MS", LLM_TIMEOUT.as_millis().to_string()),
         ("LLM_MAX_RETRIES", "1".into()),
-        // Scenes and the persona would call the model too; this fault is about extraction.
-        ("LAYERS", "false".into()),
-        // The sweep retries what the retried deliveries gave up on; every 5 s, not 30 s.
-        ("WORKER_SWEEP_INTERVAL_MS", "5000".into()),
     ]);
     let (server, _) = ApiProcess::start_at(bin, free_port(), &env, &log).await;
 

@@ -39,6 +39,32 @@ pub async fn sigterm_within(mut child: Child, deadline: Duration) {
     assert!(exit.success(), "exit status {exit:?} after SIGTERM");
 }
 
+/// A process's `/proc/<pid>/status`, read once.
+pub struct ProcStatus(String);
+
+impl ProcStatus {
+    /// `None` once the process is gone, or off Linux.
+    pub fn read(pid: &str) -> Option<Self> {
+        std::fs::read_to_string(format!("/proc/{pid}/status")).ok().map(Self)
+    }
+
+    /// The number of a field (`"Threads:"`, or `"VmRSS:"` in kB); `None` when it is absent.
+    pub fn field(&self, name: &str) -> Option<f64> {
+        self.0
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    /// A field given in kB, in MB.
+    pub fn mb(&self, name: &str) -> Option<f64> {
+        Some(self.field(name)? / 1024.0)
+    }
+}
+
 /// `sediment-api` beside the running binary, where cargo puts it for the binaries of this
 /// package (integration tests use `CARGO_BIN_EXE_sediment-api` instead).
 pub fn sibling_binary() -> std::path::PathBuf {
@@ -139,15 +165,8 @@ impl ApiProcess {
     /// `rss 1234 MB (anonymous 800, files 434; peak 1300)` from `/proc/<pid>/status`: the index
     /// maps its files, so file-backed pages count apart from the heap.
     pub fn memory(&self) -> String {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
-        let mb = |field: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|rest| rest.split_whitespace().next())
-                .and_then(|kb| kb.parse::<f64>().ok())
-                .map_or(f64::NAN, |kb| kb / 1024.0)
-        };
+        let status = ProcStatus::read(&self.pid);
+        let mb = |field: &str| status.as_ref().and_then(|s| s.mb(field)).unwrap_or(f64::NAN);
         format!(
             "rss {:.0} MB (anonymous {:.0}, files {:.0}; peak {:.0})",
             mb("VmRSS:"),

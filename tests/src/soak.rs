@@ -19,7 +19,7 @@ use crate::amqp::TestBroker;
 use crate::app::TenantHeaders as _;
 use crate::chaos::checks::{self, Checks};
 use crate::pg::TestDb;
-use crate::process::{free_port, ApiProcess};
+use crate::process::{free_port, ApiProcess, ProcStatus};
 use crate::rng::Rng;
 use crate::stats::{percentile, poisson_arrivals_seeded};
 
@@ -117,14 +117,7 @@ struct Reading {
 
 /// Reads `/proc/<pid>`; `None` once the process is gone.
 fn read(pid: &str, at: Duration) -> Option<Reading> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|v| v.parse::<f64>().ok())
-    };
+    let status = ProcStatus::read(pid)?;
     let mut fds = 0.0;
     let mut sockets = 0.0;
     for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
@@ -135,11 +128,11 @@ fn read(pid: &str, at: Duration) -> Option<Reading> {
     }
     Some(Reading {
         at,
-        rss_mb: field("VmRSS:")? / 1024.0,
-        anon_mb: field("RssAnon:")? / 1024.0,
+        rss_mb: status.mb("VmRSS:")?,
+        anon_mb: status.mb("RssAnon:")?,
         fds,
         sockets,
-        threads: field("Threads:")?,
+        threads: status.field("Threads:")?,
     })
 }
 
@@ -527,7 +520,7 @@ pub async fn run(server: &Path, deployment: Deployment, plan: Plan) -> Report {
     );
     checks::check_parked(&mut checks, &api).await;
     checks::check_consumers(&mut checks, &api).await;
-    let turns_stored = turns_stored(&api, &tenant, plan.sessions).await;
+    let turns_stored = checks::stored_turns(&api, &tenant, &sessions(&plan)).await.len();
 
     let mut watched = vec![Watched::of("server", &server_readings, plan.window, end)];
     if !pg_readings.is_empty() {
@@ -635,12 +628,13 @@ async fn drive(base: String, tenant: Tenant, plan: Plan, started: Instant, answe
         )
         .collect();
     schedule.sort_by_key(|s| s.0);
+    let names = sessions(&plan);
     let mut rng = Rng::new(plan.seed);
     let mut requests = tokio::task::JoinSet::new();
     for (n, (at, kind)) in schedule.into_iter().enumerate() {
         let (url, body) = match kind {
             Kind::Append => {
-                let session = format!("soak-{}", n % plan.sessions);
+                let session = &names[n % names.len()];
                 let messages: Vec<_> = (0..plan.turns)
                     .map(|i| {
                         let user = i % 2 == 0;
@@ -687,32 +681,9 @@ async fn drive(base: String, tenant: Tenant, plan: Plan, started: Instant, answe
     while requests.join_next().await.is_some() {}
 }
 
-/// Turns stored in the load's sessions (each session's last seq).
-async fn turns_stored(api: &ApiProcess, tenant: &Tenant, sessions: usize) -> usize {
-    let mut total = 0;
-    for n in 0..sessions {
-        let mut after = 0;
-        loop {
-            let page: serde_json::Value = api
-                .client
-                .get(format!(
-                    "{}/v1/sessions/soak-{n}/messages?after_seq={after}&limit=1000",
-                    api.base
-                ))
-                .tenant_headers(tenant)
-                .send()
-                .await
-                .expect("read the session")
-                .json()
-                .await
-                .expect("a page of turns");
-            let turns = page["messages"].as_array().map_or(&[][..], Vec::as_slice);
-            let Some(last) = turns.last() else { break };
-            total += turns.len();
-            after = last["seq"].as_i64().expect("seq");
-        }
-    }
-    total
+/// The names of the load's sessions.
+fn sessions(plan: &Plan) -> Vec<String> {
+    (0..plan.sessions).map(|n| format!("soak-{n}")).collect()
 }
 
 #[cfg(test)]

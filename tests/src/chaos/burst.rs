@@ -14,9 +14,9 @@ use shared::store::memory::EXTRACT_CONSUMER;
 
 use super::llm::ScriptedModel;
 use super::load::{Load, Plan, Reads, Tally};
-use super::{checks, common_env, keep_log_tail, verify, Form, Recovery, Report, LLM_HANG};
+use super::{checks, embedded_llm_env, keep_log_tail, verify, Form, Recovery, Report, LLM_HANG};
 use crate::app::TenantHeaders as _;
-use crate::process::{free_port, metric_sum, ApiProcess};
+use crate::process::{free_port, metric_sum, ApiProcess, ProcStatus};
 use crate::stats::percentile;
 
 /// How long the scripted model takes to answer: a real model's seconds, shortened.
@@ -59,16 +59,8 @@ pub(super) async fn backpressure(bin: &Path, report: &mut Report) {
     model.set_latency(MODEL_LATENCY);
     let dir = tempfile::tempdir().expect("make the scenario's directory");
     let log = dir.path().join("server.log");
-    let mut env = common_env();
-    env.extend([
-        ("DATA_DIR", dir.path().join("data").display().to_string()),
-        ("LLM_URL", model.base_url()),
-        ("LLM_MODEL", "chaos-model".into()),
-        ("LAYERS", "false".into()),
-        ("WORKER_QUEUE_LIMIT", QUEUE_LIMIT.to_string()),
-        // What finds the work of the dropped wake-ups; every 5 s rather than every 30 s.
-        ("WORKER_SWEEP_INTERVAL_MS", "5000".into()),
-    ]);
+    let mut env = embedded_llm_env(&model, dir.path());
+    env.push(("WORKER_QUEUE_LIMIT", QUEUE_LIMIT.to_string()));
     let (server, _) = ApiProcess::start_at(bin, free_port(), &env, &log).await;
 
     let drain = probe(&server, &model).await;
@@ -271,15 +263,7 @@ fn describe(curve: &[Point]) -> String {
     text + " (seconds: extraction lag in turns / wake-ups queued)"
 }
 
-/// The process's anonymous resident memory in MB, from `/proc/<pid>/status`.
+/// The process's anonymous resident memory in MB.
 fn anon_mb(pid: &str) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("RssAnon:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
+    ProcStatus::read(pid)?.mb("RssAnon:")
 }

@@ -353,9 +353,10 @@ async fn a_pending_scene_run_survives_a_restart() {
     sigterm_and_wait(proc).await;
 }
 
-/// A process killed mid-extraction leaves its session's lease (10 minutes) behind. The next
-/// embedded process on the data directory is the only one extracting from it, so it releases
-/// such leases at start and the session's extraction goes on at once.
+/// A process killed mid-extraction leaves its session's lease behind (here one of 10 minutes,
+/// as a long `SEDIMENT_EXTRACT_LEASE_MS` would). The next embedded process on the data
+/// directory is the only one extracting from it, so it releases such leases at start and the
+/// session's extraction goes on at once.
 #[tokio::test]
 async fn an_embedded_restart_takes_over_a_killed_process_extraction_lease() {
     let dir = tempfile::tempdir().unwrap();

@@ -337,26 +337,7 @@ async fn concurrent_polls_of_a_session_run_one_batch() {
     let t = tenant();
     append_facts(&f.store, &t, "s1").await;
     // A slow engine (like an LLM call): both polls are inside it at once unless one waits.
-    let calls = Arc::new(AtomicUsize::new(0));
-    let slow = Pipeline::new(
-        f.store.clone(),
-        f.store.clone(),
-        f.index.clone(),
-        None,
-        Arc::new(Slow::new(Duration::from_millis(300), calls.clone())),
-        Arc::new(RulesJudge::new()),
-        PipelineSettings::default(),
-    );
-    let scheduler = || {
-        Scheduler::new(
-            f.store.clone(),
-            slow.clone(),
-            MemoryIndexer::new(f.store.clone(), f.index.clone(), None),
-            Arc::new(LocalBus::default()),
-            ScheduleSettings::default(),
-        )
-    };
-    let (a, b) = (scheduler(), scheduler());
+    let (a, b, calls) = slow_replicas(&f, Duration::from_millis(300), ScheduleSettings::default());
     let trigger = shared::memory::schedule::Trigger::NewTurns;
     let (ra, rb) = tokio::join!(a.poll("s1", trigger), b.poll("s1", trigger));
     assert_eq!(ra.unwrap() + rb.unwrap(), 1, "exactly one run extracted the batch");
@@ -393,30 +374,12 @@ async fn a_run_keeps_its_lease_while_it_works_and_a_killed_one_frees_the_session
     let t = tenant();
     append_facts(&f.store, &t, "s1").await;
     let lease = Duration::from_millis(600);
-    let calls = Arc::new(AtomicUsize::new(0));
-    let slow = Pipeline::new(
-        f.store.clone(),
-        f.store.clone(),
-        f.index.clone(),
-        None,
-        // Four leases long: a lease renewed only before the batch lapses three times in it.
-        Arc::new(Slow::new(lease * 4, calls.clone())),
-        Arc::new(RulesJudge::new()),
-        PipelineSettings::default(),
-    );
-    let scheduler = || {
-        Scheduler::new(
-            f.store.clone(),
-            slow.clone(),
-            MemoryIndexer::new(f.store.clone(), f.index.clone(), None),
-            Arc::new(LocalBus::default()),
-            ScheduleSettings {
-                lease,
-                ..ScheduleSettings::default()
-            },
-        )
+    // Four leases long: a lease renewed only before the batch lapses three times in it.
+    let settings = ScheduleSettings {
+        lease,
+        ..ScheduleSettings::default()
     };
-    let (a, b) = (scheduler(), scheduler());
+    let (a, b, calls) = slow_replicas(&f, lease * 4, settings);
     let trigger = shared::memory::schedule::Trigger::Flush;
     let killed = tokio::spawn(async move { a.poll("s1", trigger).await });
     while calls.load(Ordering::SeqCst) == 0 {
@@ -452,6 +415,31 @@ async fn a_run_keeps_its_lease_while_it_works_and_a_killed_one_frees_the_session
         FACTS.len(),
         "every memory once"
     );
+}
+
+/// Two schedulers (two worker replicas) sharing one pipeline whose engine is the rules
+/// extractor slowed by `delay`, and the count of that engine's calls.
+fn slow_replicas(f: &Fixture, delay: Duration, settings: ScheduleSettings) -> (Scheduler, Scheduler, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let slow = Pipeline::new(
+        f.store.clone(),
+        f.store.clone(),
+        f.index.clone(),
+        None,
+        Arc::new(Slow::new(delay, calls.clone())),
+        Arc::new(RulesJudge::new()),
+        PipelineSettings::default(),
+    );
+    let scheduler = || {
+        Scheduler::new(
+            f.store.clone(),
+            slow.clone(),
+            MemoryIndexer::new(f.store.clone(), f.index.clone(), None),
+            Arc::new(LocalBus::default()),
+            settings.clone(),
+        )
+    };
+    (scheduler(), scheduler(), calls)
 }
 
 /// The rules extractor, slower by a fixed delay, counting its calls.
