@@ -117,6 +117,26 @@ impl TestBroker {
         assert!(confirm.is_ack(), "broker refused the raw message");
     }
 
+    /// Puts `body` with `properties` straight into `queue` (default exchange), bypassing the bus:
+    /// e.g. a parked message as an older sediment, or another client, left it.
+    pub async fn publish_to_queue(&self, queue: &str, body: &[u8], properties: BasicProperties) {
+        let options = BasicPublishOptions {
+            mandatory: true,
+            immediate: false,
+        };
+        let confirm = self
+            .raw
+            .basic_publish("".into(), queue.into(), options, body, properties)
+            .await
+            .expect("publish to a queue")
+            .await
+            .expect("confirm the message");
+        assert!(
+            matches!(confirm, lapin::Confirmation::Ack(None)),
+            "the broker did not take the message into {queue}: {confirm:?}"
+        );
+    }
+
     /// Takes one message off `queue` (acking it), to inspect it; `None` if the queue is empty.
     pub async fn take(&self, queue: &str) -> Option<lapin::message::Delivery> {
         let message = self
@@ -125,6 +145,14 @@ impl TestBroker {
             .await
             .unwrap_or_else(|e| panic!("basic.get on {queue} failed: {e}"))?;
         Some(message.delivery)
+    }
+
+    /// Deletes one queue of this test's prefix, as an operator might by mistake.
+    pub async fn delete_queue(&self, queue: &str) {
+        self.raw
+            .queue_delete(queue.into(), QueueDeleteOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete {queue}: {e}"));
     }
 
     /// Deletes every queue and exchange of this test's prefix.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Client, RequestBuilder, Response};
 use serde_json::{json, Value};
 use shared::backends::Backends;
-use shared::bus::{BusResult, Event, EventBus, QueueStats, Subscription, WorkerKind};
+use shared::bus::{BusResult, Event, EventBus, QueueStats, Replayed, Subscription, WorkerKind};
 use shared::config::Settings;
 use shared::domain::Tenant;
 use shared::files::{FileError, FileResult, FileStore, ObjectMeta};
@@ -88,6 +88,9 @@ impl EventBus for LosingBus {
     }
     async fn ping(&self) -> BusResult<()> {
         self.0.ping().await
+    }
+    async fn replay_parked(&self, kind: WorkerKind, limit: usize) -> BusResult<Vec<Replayed>> {
+        self.0.replay_parked(kind, limit).await
     }
 }
 
@@ -300,6 +303,11 @@ impl TestApp {
             ));
         }
         token
+    }
+
+    /// The cluster app's share of the broker (its prefix), to publish what the bus would not.
+    pub fn broker(&self) -> Option<&TestBroker> {
+        self._broker.as_ref()
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -13,6 +13,9 @@
 //!             sediment.index.parked ◀──index── sediment.parked (direct)
 //! ```
 //!
+//! The parked queue has no consumer either: [`EventBus::replay_parked`] moves its messages back
+//! to the work queue through the default exchange when a human asks.
+//!
 //! The retry queue has no consumer: its messages expire after their backoff and are
 //! dead-lettered through the default exchange straight back to the work queue of their kind
 //! (not to the topic exchange, which would fan them out to every kind again). The work queue
@@ -44,8 +47,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use lapin::options::{
-    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions, BasicPublishOptions,
+    BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
@@ -59,8 +62,8 @@ use tracing::Instrument as _;
 use crate::telemetry::propagate::{publish_span, TraceContext, TRACEPARENT, TRACESTATE};
 
 use super::{
-    retry_backoff, BusError, BusResult, Delivery, DeliveryToken, Event, EventBus, Outcome, QueueStats, Subscription,
-    WorkerKind, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY,
+    retry_backoff, type_tag, BusError, BusResult, Delivery, DeliveryToken, Event, EventBus, Outcome, QueueStats,
+    Replayed, Subscription, WorkerKind, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY,
 };
 
 /// Header holding the delivery attempt (1-based) of a message.
@@ -69,6 +72,9 @@ const HEADER_ATTEMPT: &str = "x-sediment-attempt";
 const HEADER_PARKED_REASON: &str = "x-sediment-parked-reason";
 /// Headers the broker writes when it dead-letters a message; never copied into a new message.
 const BROKER_DEATH_HEADERS: &[&str] = &["x-death", "x-first-death-", "x-last-death-"];
+/// The broker's reason for the first dead-lettering: what a message another client nacked
+/// into the parked queue has instead of [`HEADER_PARKED_REASON`].
+const HEADER_FIRST_DEATH_REASON: &str = "x-first-death-reason";
 const PARKED_REJECTED: &str = "rejected";
 const PARKED_EXHAUSTED: &str = "max attempts reached";
 const CONTENT_TYPE_JSON: &str = "application/json";
@@ -321,6 +327,87 @@ impl EventBus for AmqpBus {
                 channel.close(REPLY_SUCCESS, "OK".into()).await
             })
             .await
+    }
+
+    /// Takes parked messages one at a time (`basic.get`, unacked), publishes each copy straight
+    /// to the work queue through the default exchange, and acks the original only once the
+    /// copy is confirmed.
+    async fn replay_parked(&self, kind: WorkerKind, limit: usize) -> BusResult<Vec<Replayed>> {
+        let settings = &self.shared.settings;
+        let (parked_queue, work_queue) = (settings.parked_queue(kind), settings.work_queue(kind));
+        let mut replayed = Vec::new();
+        // What is parked now, and no more: a replayed message its worker still cannot read
+        // parks again at once, behind these, and must not be taken again by this replay.
+        let parked_now = self.shared.message_count(parked_queue.clone()).await?;
+        let limit = limit.min(usize::try_from(parked_now).unwrap_or(usize::MAX));
+        if limit == 0 {
+            return Ok(replayed);
+        }
+        // A channel of its own: the acks must go on the channel the messages came from, and a
+        // missing queue closes the channel it was asked on.
+        let channel = self
+            .shared
+            .with_link("open a channel", |link| async move {
+                link.connection.create_channel().await
+            })
+            .await?;
+        let result = async {
+            while replayed.len() < limit {
+                let taken = channel
+                    .basic_get(parked_queue.as_str().into(), BasicGetOptions { no_ack: false })
+                    .await
+                    .map_err(|e| classify("take a parked message", e))?;
+                let Some(message) = taken else { break };
+                let raw = message.delivery;
+                let headers = raw.properties.headers();
+                let message_id = raw
+                    .properties
+                    .message_id()
+                    .as_ref()
+                    .map(|id| id.as_str().to_owned())
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                let entry = Replayed {
+                    reason: header_str(headers, HEADER_PARKED_REASON)
+                        .or_else(|| header_str(headers, HEADER_FIRST_DEATH_REASON))
+                        .unwrap_or_else(|| "unknown".to_owned()),
+                    attempts: header_u32(headers, HEADER_ATTEMPT).unwrap_or(1).max(1),
+                    event_type: type_tag(&raw.data),
+                    message_id,
+                };
+                let properties = copy_properties(&entry.message_id, &raw.properties, 1, None);
+                // Mandatory: a work queue that is gone must fail the replay, not drop the copy.
+                let sent = self.shared.publish("", &work_queue, &raw.data, properties, true).await;
+                if let Err(error) = sent {
+                    // Back to the head of the parked queue at once; closing the channel would too.
+                    let _ = raw
+                        .acker
+                        .nack(BasicNackOptions {
+                            multiple: false,
+                            requeue: true,
+                        })
+                        .await;
+                    return Err(error);
+                }
+                // Only now that the copy is confirmed: a crash before this line duplicates, never loses.
+                raw.acker
+                    .ack(BasicAckOptions { multiple: false })
+                    .await
+                    .map_err(|e| classify("remove a replayed message from the parked queue", e))?;
+                tracing::info!(
+                    queue = %work_queue,
+                    message_id = %entry.message_id,
+                    reason = %entry.reason,
+                    attempts = entry.attempts,
+                    "replayed parked message"
+                );
+                replayed.push(entry);
+            }
+            Ok::<(), BusError>(())
+        }
+        .await;
+        let _ = channel.close(REPLY_SUCCESS, "OK".into()).await;
+        result.map(|()| replayed)
     }
 }
 
@@ -618,7 +705,7 @@ async fn declare_topology(channel: &Channel, settings: &AmqpSettings) -> lapin::
         let parked_queue = settings.parked_queue(kind);
         let bind = QueueBindOptions { nowait: false };
 
-        // Parked: no consumer, no TTL; a human inspects it (or shovels it back).
+        // Parked: no consumer, no TTL; a human inspects it, or replays it (`replay_parked`).
         channel
             .queue_declare(parked_queue.as_str().into(), queue_options, queue_arguments(None))
             .await?;
@@ -747,7 +834,7 @@ impl AmqpSubscription {
             Outcome::Retry | Outcome::Defer => {
                 let delay = retry_backoff(settings.retry_delay, delivery.attempt);
                 let millis = delay.as_millis().max(1);
-                let properties = copy_properties(delivery, raw, delivery.attempt + 1, None)
+                let properties = copy_properties(&delivery.message_id, &raw.properties, delivery.attempt + 1, None)
                     .with_expiration(millis.to_string().into());
                 let exchange = settings.retry_exchange();
                 return self
@@ -756,7 +843,12 @@ impl AmqpSubscription {
                     .await;
             }
         };
-        let properties = copy_properties(delivery, raw, delivery.attempt, Some(parked_reason));
+        let properties = copy_properties(
+            &delivery.message_id,
+            &raw.properties,
+            delivery.attempt,
+            Some(parked_reason),
+        );
         let exchange = settings.parked_exchange();
         self.shared
             .publish(&exchange, self.kind.as_str(), &raw.data, properties, true)
@@ -841,15 +933,15 @@ fn message_properties(message_id: &str, headers: FieldTable) -> BasicProperties 
         .with_headers(headers)
 }
 
-/// Properties for a retry or parked copy: the original's, minus the broker's dead-letter
-/// bookkeeping and any expiration, with the given attempt (and park reason).
+/// Properties for a retry, parked or replayed copy: the original's, minus the broker's
+/// dead-letter bookkeeping, any expiration and any earlier park reason, with the given attempt
+/// (and park reason).
 fn copy_properties(
-    delivery: &Delivery,
-    raw: &lapin::message::Delivery,
+    message_id: &str,
+    original: &BasicProperties,
     attempt: u32,
     parked_reason: Option<&str>,
 ) -> BasicProperties {
-    let original = &raw.properties;
     let mut headers: BTreeMap<ShortString, AMQPValue> = original
         .headers()
         .as_ref()
@@ -857,7 +949,10 @@ fn copy_properties(
             headers
                 .inner()
                 .iter()
-                .filter(|(key, _)| !BROKER_DEATH_HEADERS.iter().any(|p| key.as_str().starts_with(p)))
+                .filter(|(key, _)| {
+                    key.as_str() != HEADER_PARKED_REASON
+                        && !BROKER_DEATH_HEADERS.iter().any(|p| key.as_str().starts_with(p))
+                })
                 .map(|(key, value)| (key.clone(), value.clone()))
                 .collect()
         })
@@ -866,7 +961,7 @@ fn copy_properties(
     if let Some(reason) = parked_reason {
         headers.insert(HEADER_PARKED_REASON.into(), long_string(reason));
     }
-    let mut properties = message_properties(&delivery.message_id, headers.into());
+    let mut properties = message_properties(message_id, headers.into());
     if let Some(content_type) = original.content_type() {
         properties = properties.with_content_type(content_type.clone());
     }

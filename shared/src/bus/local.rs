@@ -5,7 +5,8 @@
 //! [`LocalBus::limiting`]) drops new events instead. Nothing survives the
 //! process: that is fine because events are hints and every worker sweeps its backlog from the
 //! store at start. Retries wait out their backoff in a spawned task (lost if the runtime shuts
-//! down first, like every other in-memory message); parked messages are kept in memory.
+//! down first, like every other in-memory message); parked messages are kept in memory until
+//! replayed ([`EventBus::replay_parked`]) or the process ends.
 //!
 //! Several subscriptions to one kind share its queue and compete for messages, as consumers of
 //! one RabbitMQ queue do. Routing uses the same topic rules as the AMQP topic exchange.
@@ -22,8 +23,8 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use crate::telemetry::propagate::{publish_span, TraceContext};
 
 use super::{
-    retry_backoff, BusError, BusResult, Delivery, DeliveryToken, Event, EventBus, Outcome, QueueStats, Subscription,
-    WorkerKind, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY,
+    retry_backoff, type_tag, BusError, BusResult, Delivery, DeliveryToken, Event, EventBus, Outcome, QueueStats,
+    Replayed, Subscription, WorkerKind, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY,
 };
 
 const PARKED_REJECTED: &str = "rejected";
@@ -199,6 +200,36 @@ impl EventBus for LocalBus {
     async fn ping(&self) -> BusResult<()> {
         Ok(())
     }
+
+    /// The oldest parked messages join the back of the queue like new events, even past the
+    /// queue's limit: a human asked for them, and one dropped would be gone for good.
+    async fn replay_parked(&self, kind: WorkerKind, limit: usize) -> BusResult<Vec<Replayed>> {
+        let queue = self.queue(kind)?;
+        let taken: Vec<Parked> = {
+            let mut parked = queue.parked.lock().unwrap_or_else(PoisonError::into_inner);
+            let n = limit.min(parked.len());
+            parked.drain(..n).collect()
+        };
+        let mut replayed = Vec::with_capacity(taken.len());
+        for Parked { message, reason } in taken {
+            let body = serde_json::to_vec(&message.event).map_err(|e| BusError::Backend(Box::new(e)))?;
+            tracing::info!(
+                queue = kind.as_str(),
+                message_id = %message.message_id,
+                reason,
+                attempts = message.attempt,
+                "replayed parked message"
+            );
+            replayed.push(Replayed {
+                message_id: message.message_id.clone(),
+                reason: reason.to_owned(),
+                attempts: message.attempt,
+                event_type: type_tag(&body),
+            });
+            queue.enqueue(Message { attempt: 1, ..message });
+        }
+        Ok(replayed)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -207,6 +238,12 @@ struct Message {
     message_id: String,
     attempt: u32,
     trace: TraceContext,
+}
+
+/// A parked message and why it was parked.
+struct Parked {
+    message: Message,
+    reason: &'static str,
 }
 
 /// The queue of one worker kind. The receiver sits behind an async mutex so that several
@@ -218,7 +255,8 @@ struct KindQueue {
     rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>,
     ready: AtomicU64,
     consumers: AtomicU64,
-    parked: Mutex<Vec<Message>>,
+    /// Oldest first.
+    parked: Mutex<Vec<Parked>>,
 }
 
 impl KindQueue {
@@ -251,7 +289,10 @@ impl KindQueue {
             reason,
             "parked message"
         );
-        self.parked.lock().unwrap_or_else(PoisonError::into_inner).push(message);
+        self.parked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Parked { message, reason });
     }
 }
 

@@ -8,7 +8,8 @@
 //! Failure handling is the same on both: a consumer settles each delivery with an [`Outcome`];
 //! `Retry` comes back after an exponential backoff with `attempt + 1`, and a message that used
 //! its last attempt or was rejected is parked (kept aside, never redelivered, counted by
-//! [`EventBus::stats`]) for a human to inspect.
+//! [`EventBus::stats`]) for a human to inspect, and to move back to work with
+//! [`EventBus::replay_parked`] once the worker can read it (after an upgrade, a fix).
 
 mod amqp;
 mod local;
@@ -91,6 +92,11 @@ pub enum WorkerKind {
 impl WorkerKind {
     /// Every kind; a backend creates one queue for each.
     pub const ALL: &'static [WorkerKind] = &[Self::Index, Self::Extract, Self::Compact, Self::Scene, Self::Persona];
+
+    /// The kind named `name` (its [`as_str`](Self::as_str)), if any.
+    pub fn parse(name: &str) -> Option<WorkerKind> {
+        Self::ALL.iter().copied().find(|kind| kind.as_str() == name)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -180,6 +186,28 @@ pub struct QueueStats {
     pub consumers: u64,
 }
 
+/// A parked message that [`EventBus::replay_parked`] moved back to its work queue, as it was
+/// when parked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Replayed {
+    pub message_id: String,
+    /// Why it was parked: `rejected` (undecodable, or a permanent failure), `max attempts
+    /// reached`, or the broker's reason for a message another client nacked.
+    pub reason: String,
+    /// The deliveries it had used.
+    pub attempts: u32,
+    /// The body's `type` tag (e.g. `turns.appended.v1`), when the body is a JSON object with
+    /// one: what tells a message from a newer API apart from garbage.
+    pub event_type: Option<String>,
+}
+
+/// The `type` tag of a body that is a JSON object with a string `type`.
+pub(crate) fn type_tag(body: &[u8]) -> Option<String> {
+    // A `Value`, not a derived struct: serde would also read a struct from an array.
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    value.get("type")?.as_str().map(str::to_owned)
+}
+
 /// How a consumer finished with a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -267,6 +295,18 @@ pub trait EventBus: Send + Sync + 'static {
 
     /// Checks that the broker answers.
     async fn ping(&self) -> BusResult<()>;
+
+    /// Moves up to `limit` parked messages of `kind`, oldest first, back to the kind's work
+    /// queue and returns them; fewer (none) once the parked queue is empty. Each goes back as
+    /// it was published, body byte for byte, with its message id and trace context, but with
+    /// its attempt count reset to 1 and without its park reason: its consumer gets every
+    /// attempt again, and a message it still cannot handle is parked again. A replay takes
+    /// only what was parked when it began, so one parked again meanwhile waits for the next.
+    ///
+    /// RabbitMQ: each copy is confirmed in the work queue before its parked original is
+    /// removed, so a crash in between duplicates a message, never loses it. On an error, the
+    /// messages moved before it stay moved (the parked count tells).
+    async fn replay_parked(&self, kind: WorkerKind, limit: usize) -> BusResult<Vec<Replayed>>;
 }
 
 #[cfg(test)]
@@ -281,6 +321,26 @@ mod tests {
         assert_eq!(retry_backoff(base, 4), base * 8);
         assert_eq!(retry_backoff(base, 60), MAX_RETRY_DELAY);
         assert_eq!(retry_backoff(Duration::from_secs(600), 3), Duration::from_secs(600));
+    }
+
+    #[test]
+    fn type_tags_are_read_from_json_objects_only() {
+        assert_eq!(
+            type_tag(br#"{"type":"scene.due.v99","tenant":{}}"#).as_deref(),
+            Some("scene.due.v99")
+        );
+        assert_eq!(type_tag(b"not json"), None);
+        assert_eq!(type_tag(br#"{"type":7}"#), None);
+        assert_eq!(type_tag(br#"["type"]"#), None);
+    }
+
+    #[test]
+    fn kinds_parse_from_their_names() {
+        for &kind in WorkerKind::ALL {
+            assert_eq!(WorkerKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(WorkerKind::parse("Index"), None);
+        assert_eq!(WorkerKind::parse("parked"), None);
     }
 
     #[test]

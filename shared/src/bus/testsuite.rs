@@ -406,6 +406,136 @@ pub async fn stats_count_ready_parked_and_consumers(bus: &dyn EventBus) {
     .await;
 }
 
+/// `replay_parked` moves parked messages back to their queue, oldest first and at most `limit`
+/// at a time, telling for each the reason and the attempts it was parked with: they come back
+/// to a subscriber unchanged, with their message id and attempt 1, and the parked count drops.
+/// Another kind's replay moves nothing, nor does the replay of an empty parked queue.
+pub async fn replay_returns_parked_messages_to_work(bus: &dyn EventBus, knobs: Knobs) {
+    for &kind in WorkerKind::ALL {
+        let replayed = bus.replay_parked(kind, 10).await.expect("replay");
+        assert!(
+            replayed.is_empty(),
+            "replay of an empty {kind:?} parked queue: {replayed:?}"
+        );
+    }
+    let events = [sample_event(31), sample_event(32), sample_event(33)];
+    for event in &events {
+        bus.publish(event).await.expect("publish");
+    }
+    let mut sub = subscribe(bus, 10).await;
+    // message id → (event, why and after how many attempts it was parked)
+    let mut parked: std::collections::HashMap<String, (Event, &str, u32)> = Default::default();
+    let mut deliveries = Vec::new();
+    for _ in 0..events.len() {
+        deliveries.push(expect_delivery(sub.as_mut(), "one of three events").await);
+    }
+    // Two are rejected at once, the last uses up its attempts.
+    let last = deliveries.pop().expect("three deliveries");
+    for delivery in deliveries {
+        let event = delivery.event.clone().expect("a decoded event");
+        parked.insert(delivery.message_id.clone(), (event, "rejected", 1));
+        sub.settle(delivery, Outcome::Reject).await.expect("reject");
+    }
+    let exhausted_id = last.message_id.clone();
+    let exhausted_event = last.event.clone().expect("a decoded event");
+    sub.settle(last, Outcome::Retry).await.expect("retry");
+    for attempt in 2..=knobs.max_attempts {
+        let delivery = expect_delivery(sub.as_mut(), "the retried event").await;
+        assert_eq!(
+            (delivery.message_id.as_str(), delivery.attempt),
+            (exhausted_id.as_str(), attempt)
+        );
+        sub.settle(delivery, Outcome::Retry).await.expect("retry");
+    }
+    parked.insert(
+        exhausted_id.clone(),
+        (exhausted_event, "max attempts reached", knobs.max_attempts),
+    );
+    eventually("three parked messages", || async {
+        parked_count(bus, WorkerKind::Index).await == 3
+    })
+    .await;
+
+    let elsewhere = bus.replay_parked(WorkerKind::Extract, 10).await.expect("replay");
+    assert!(
+        elsewhere.is_empty(),
+        "the extract replay moved index messages: {elsewhere:?}"
+    );
+    let first = bus.replay_parked(WorkerKind::Index, 2).await.expect("replay");
+    assert_eq!(first.len(), 2, "limit 2 replays 2 of 3: {first:?}");
+    assert!(
+        first.iter().all(|r| r.message_id != exhausted_id),
+        "oldest first: the two rejected before the exhausted one parked: {first:?}"
+    );
+    eventually("one parked message left", || async {
+        parked_count(bus, WorkerKind::Index).await == 1
+    })
+    .await;
+    let second = bus.replay_parked(WorkerKind::Index, 10).await.expect("replay");
+    assert_eq!(second.len(), 1, "the one left: {second:?}");
+    for replayed in first.iter().chain(&second) {
+        let (_, reason, attempts) = parked
+            .get(&replayed.message_id)
+            .unwrap_or_else(|| panic!("replayed a message never parked: {replayed:?}"));
+        assert_eq!(
+            (replayed.reason.as_str(), replayed.attempts),
+            (*reason, *attempts),
+            "{replayed:?}"
+        );
+        assert_eq!(replayed.event_type.as_deref(), Some("turn.appended.v1"), "{replayed:?}");
+    }
+    for _ in 0..parked.len() {
+        let delivery = expect_delivery(sub.as_mut(), "a replayed message").await;
+        let (event, _, _) = parked
+            .remove(&delivery.message_id)
+            .unwrap_or_else(|| panic!("an unknown or repeated message came back: {delivery:?}"));
+        assert_eq!(delivery.event.as_ref().ok(), Some(&event), "a replayed message changed");
+        assert_eq!(delivery.attempt, 1, "a replayed message starts its attempts again");
+        sub.settle(delivery, Outcome::Ack).await.expect("ack");
+    }
+    expect_nothing(sub.as_mut(), QUIET_PERIOD, "a replayed message came twice").await;
+    assert_eq!(parked_count(bus, WorkerKind::Index).await, 0);
+    let again = bus.replay_parked(WorkerKind::Index, 10).await.expect("replay");
+    assert!(again.is_empty(), "a second replay moved {again:?}");
+}
+
+/// A replay takes what was parked when it began, once each: a worker that still cannot read a
+/// replayed message parks it again at once, and the same replay does not take it again.
+pub async fn replay_takes_only_what_was_parked_when_it_began(bus: &dyn EventBus) {
+    for seq in 0..3 {
+        bus.publish(&sample_event(40 + seq)).await.expect("publish");
+    }
+    let mut sub = subscribe(bus, 10).await;
+    for _ in 0..3 {
+        let delivery = expect_delivery(sub.as_mut(), "one of three events").await;
+        sub.settle(delivery, Outcome::Reject).await.expect("reject");
+    }
+    eventually("three parked messages", || async {
+        parked_count(bus, WorkerKind::Index).await == 3
+    })
+    .await;
+    // The worker that still cannot read them, rejecting each as soon as it comes back.
+    let rejecting = tokio::spawn(async move {
+        while let Some(delivery) = sub.next().await {
+            if sub.settle(delivery, Outcome::Reject).await.is_err() {
+                break;
+            }
+        }
+    });
+    let replayed = bus.replay_parked(WorkerKind::Index, 100).await.expect("replay");
+    let ids: HashSet<&str> = replayed.iter().map(|r| r.message_id.as_str()).collect();
+    assert_eq!(
+        (replayed.len(), ids.len()),
+        (3, 3),
+        "each parked message once: {replayed:?}"
+    );
+    eventually("all three parked again", || async {
+        parked_count(bus, WorkerKind::Index).await == 3
+    })
+    .await;
+    rejecting.abort();
+}
+
 async fn parked_count(bus: &dyn EventBus, kind: WorkerKind) -> u64 {
     bus.stats(kind).await.expect("stats").parked
 }

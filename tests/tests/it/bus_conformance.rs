@@ -69,6 +69,12 @@ bus_suite! {
     fn stats_count_ready_parked_and_consumers(bus, _knobs) {
         testsuite::stats_count_ready_parked_and_consumers(&bus).await;
     }
+    fn replay_returns_parked_messages_to_work(bus, knobs) {
+        testsuite::replay_returns_parked_messages_to_work(&bus, knobs).await;
+    }
+    fn replay_takes_only_what_was_parked_when_it_began(bus, _knobs) {
+        testsuite::replay_takes_only_what_was_parked_when_it_began(&bus).await;
+    }
 }
 
 fn header<'a>(message: &'a lapin::message::Delivery, key: &str) -> Option<&'a lapin::types::AMQPValue> {
@@ -197,6 +203,136 @@ async fn amqp_parked_copy_keeps_id_and_counts_attempts_in_a_header() {
         header(&parked, "x-death").is_none(),
         "broker dead-letter headers must not be copied"
     );
+    broker.cleanup().await;
+}
+
+/// A replayed copy is the parked message as it was published: the same body byte for byte,
+/// message id, trace context and other headers and properties; attempt 1, no park reason, none
+/// of the broker's dead-letter headers; persistent. The reason comes from our header, or from
+/// the broker's for a message another client nacked into the parked queue.
+#[tokio::test]
+async fn amqp_replayed_copy_is_the_message_as_published() {
+    use lapin::types::{AMQPValue, FieldTable, LongString};
+    let broker = TestBroker::start("replayed_copy").await;
+    let bus = broker.bus().await;
+    let parked_queue = bus.settings().parked_queue(WorkerKind::Scene);
+    let work_queue = bus.settings().work_queue(WorkerKind::Scene);
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let text = |s: &str| AMQPValue::LongString(LongString::from(s));
+    let mut ours = FieldTable::default();
+    ours.insert("x-sediment-attempt".into(), AMQPValue::LongInt(5));
+    ours.insert("x-sediment-parked-reason".into(), text("max attempts reached"));
+    ours.insert("traceparent".into(), text(traceparent));
+    ours.insert("x-custom".into(), text("kept"));
+    let body: &[u8] = b"\xff\x00 {\"type\": not json";
+    broker
+        .publish_to_queue(
+            &parked_queue,
+            body,
+            lapin::BasicProperties::default()
+                .with_message_id("parked-1".into())
+                .with_content_type("application/json".into())
+                .with_app_id("sediment".into())
+                .with_timestamp(1_700_000_000)
+                .with_headers(ours),
+        )
+        .await;
+    let mut nacked = FieldTable::default();
+    nacked.insert("x-first-death-reason".into(), text("rejected"));
+    nacked.insert("x-first-death-queue".into(), text(&work_queue));
+    nacked.insert("x-death".into(), AMQPValue::FieldArray(Default::default()));
+    broker
+        .publish_to_queue(
+            &parked_queue,
+            br#"{"type":"scene.due.v99"}"#,
+            lapin::BasicProperties::default().with_headers(nacked),
+        )
+        .await;
+
+    let replayed = bus.replay_parked(WorkerKind::Scene, 10).await.expect("replay");
+    assert_eq!(replayed.len(), 2, "{replayed:?}");
+    assert_eq!(
+        (
+            replayed[0].message_id.as_str(),
+            replayed[0].reason.as_str(),
+            replayed[0].attempts,
+            replayed[0].event_type.as_deref()
+        ),
+        ("parked-1", "max attempts reached", 5, None)
+    );
+    assert_eq!(
+        (
+            replayed[1].reason.as_str(),
+            replayed[1].attempts,
+            replayed[1].event_type.as_deref()
+        ),
+        ("rejected", 1, Some("scene.due.v99")),
+        "a message without an id or our headers: {:?}",
+        replayed[1]
+    );
+    assert!(
+        uuid::Uuid::parse_str(&replayed[1].message_id).is_ok(),
+        "{:?}",
+        replayed[1]
+    );
+    assert_eq!(bus.parked_count(WorkerKind::Scene).await.unwrap(), 0);
+
+    let copy = broker
+        .take(&work_queue)
+        .await
+        .expect("the first copy in the work queue");
+    assert_eq!(copy.data, body, "the body byte for byte");
+    let properties = &copy.properties;
+    assert_eq!(properties.message_id().as_ref().map(|s| s.as_str()), Some("parked-1"));
+    assert_eq!(
+        properties.content_type().as_ref().map(|s| s.as_str()),
+        Some("application/json")
+    );
+    assert_eq!(properties.app_id().as_ref().map(|s| s.as_str()), Some("sediment"));
+    assert_eq!(*properties.timestamp(), Some(1_700_000_000));
+    assert_eq!(*properties.delivery_mode(), Some(2), "the copy must be persistent");
+    assert_eq!(header_int(&copy, "x-sediment-attempt"), Some(1));
+    assert_eq!(header(&copy, "x-sediment-parked-reason"), None);
+    assert_eq!(header_text(&copy, "traceparent").as_deref(), Some(traceparent));
+    assert_eq!(header_text(&copy, "x-custom").as_deref(), Some("kept"));
+    let copy = broker.take(&work_queue).await.expect("the second copy");
+    assert_eq!(
+        copy.properties.message_id().as_ref().map(|s| s.to_string()),
+        Some(replayed[1].message_id.clone()),
+        "the id given in the replay's answer is the copy's"
+    );
+    for broker_header in ["x-death", "x-first-death-reason", "x-first-death-queue"] {
+        assert_eq!(header(&copy, broker_header), None, "{broker_header} was copied");
+    }
+    assert!(broker.take(&work_queue).await.is_none());
+    broker.cleanup().await;
+}
+
+/// A replay whose copies cannot be delivered fails and leaves the parked message where it was:
+/// here the work queue is gone, so the mandatory publish comes back.
+#[tokio::test]
+async fn amqp_replay_that_cannot_deliver_keeps_the_parked_message() {
+    let broker = TestBroker::start("replay_undeliverable").await;
+    let bus = broker.bus().await;
+    bus.publish(&sample_event(41)).await.expect("publish");
+    let mut sub = bus.subscribe(WorkerKind::Index, 1).await.expect("subscribe");
+    let delivery = expect_delivery(sub.as_mut(), "the event").await;
+    sub.settle(delivery, Outcome::Reject).await.expect("reject");
+    drop(sub);
+    testsuite::eventually("one parked", || async {
+        bus.parked_count(WorkerKind::Index).await.unwrap() == 1
+    })
+    .await;
+    broker.delete_queue(&bus.settings().work_queue(WorkerKind::Index)).await;
+    let error = bus
+        .replay_parked(WorkerKind::Index, 10)
+        .await
+        .expect_err("no work queue to replay to");
+    assert!(!error.is_retryable(), "{}", error_chain(&error));
+    testsuite::eventually("the message still parked", || async {
+        bus.parked_count(WorkerKind::Index).await.unwrap() == 1
+    })
+    .await;
     broker.cleanup().await;
 }
 
