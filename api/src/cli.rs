@@ -1,5 +1,5 @@
 //! The command line's client commands: `sediment ingest|search|recall|memories|scenes|persona|
-//! erase|export|import|status`, each a few calls to a running sediment's API
+//! erase|export|import|status|parked`, each a few calls to a running sediment's API
 //! (`client::Upstream`).
 //!
 //! Output is a table for people by default; `--json` prints each answer as one JSON document
@@ -129,6 +129,30 @@ pub enum ClientCommand {
         /// The ops token, when the API has one (SEDIMENT_OPS_TOKEN).
         #[arg(long = "ops-token", env = "SEDIMENT_OPS_TOKEN", hide_env_values = true)]
         ops_token: Option<String>,
+    },
+    /// Messages a worker parked: it could not read them (e.g. sent by a newer API during an
+    /// upgrade) or they failed for good. Needs the admin key.
+    Parked {
+        #[command(subcommand)]
+        action: ParkedCommand,
+    },
+}
+
+#[derive(Debug, Subcommand, PartialEq, Eq)]
+pub enum ParkedCommand {
+    /// Move a worker kind's parked messages back to its queue, oldest first, their attempts
+    /// starting again at 1; one the worker still cannot read is parked again.
+    Replay {
+        #[command(flatten)]
+        conn: Connection,
+        /// The operator's admin key, in place of --api-key (the admin routes take no team key).
+        #[arg(long = "admin-key", env = "SEDIMENT_ADMIN_KEY", hide_env_values = true)]
+        admin_key: Option<String>,
+        /// index, extract, compact, scene or persona.
+        kind: String,
+        /// At most this many (1 to 1000; the API's default is 100).
+        #[arg(long)]
+        limit: Option<u32>,
     },
 }
 
@@ -373,6 +397,7 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
         }
         ClientCommand::Export { conn, output } => export(&Api::new(&conn)?, output.as_deref()).await,
         ClientCommand::Import { conn, file } => import(&Api::new(&conn)?, &file).await,
+        ClientCommand::Parked { action } => parked(action).await,
         ClientCommand::Status { mut conn, ops_token } => {
             conn.key = ops_token;
             let api = Api::new(&conn)?;
@@ -396,6 +421,39 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
                         &["worker", "runs", "status", "heartbeat_age_seconds", "consumers"],
                     ),
                 ));
+                out
+            })
+        }
+    }
+}
+
+async fn parked(action: ParkedCommand) -> anyhow::Result<()> {
+    match action {
+        ParkedCommand::Replay {
+            mut conn,
+            admin_key,
+            kind,
+            limit,
+        } => {
+            if admin_key.is_some() {
+                conn.key = admin_key;
+            }
+            let api = Api::new(&conn)?;
+            let body = limit.map(|limit| json!({ "limit": limit }));
+            let path = format!("/v1/admin/queues/{}/parked/replay", encode(&kind));
+            let replayed = api.call(Method::POST, &path, body).await?;
+            api.print(&replayed, |v| {
+                let count = v["items"].as_array().map_or(0, Vec::len);
+                let mut out = format!(
+                    "replayed {count} parked message(s) to the {} queue\n",
+                    cell_text(&v["kind"])
+                );
+                if count > 0 {
+                    out.push_str(&table(
+                        &["message id", "type", "reason", "attempts"],
+                        rows(&v["items"], &["message_id", "type", "reason", "attempts"]),
+                    ));
+                }
                 out
             })
         }

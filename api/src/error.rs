@@ -145,6 +145,16 @@ impl From<shared::store::StoreError> for ApiError {
     }
 }
 
+impl From<shared::bus::BusError> for ApiError {
+    fn from(e: shared::bus::BusError) -> Self {
+        if e.is_retryable() {
+            Self::Unavailable(Box::new(e))
+        } else {
+            Self::Internal(Box::new(e))
+        }
+    }
+}
+
 impl From<shared::search::SearchError> for ApiError {
     fn from(e: shared::search::SearchError) -> Self {
         use shared::search::SearchError;

@@ -195,8 +195,15 @@ mod tests {
             command(&args(&["sediment", "memories", "delete", "m-1", "--json"])).unwrap(),
             Command::Client(api::cli::ClientCommand::Memories { .. })
         ));
+        assert!(matches!(
+            command(&args(&["sediment", "parked", "replay", "scene", "--limit", "5"])).unwrap(),
+            Command::Client(api::cli::ClientCommand::Parked {
+                action: api::cli::ParkedCommand::Replay { ref kind, limit: Some(5), .. }
+            }) if kind == "scene"
+        ));
         for bad in [
             &["sediment", "worker"][..],
+            &["sediment", "parked", "replay"],
             &["sediment", "worker", "api"],
             &["sediment", "serve", "now"],
             &["sediment", "migrate", "now"],

@@ -30,7 +30,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
 use uuid::Uuid;
 
 use crate::routes::{
-    audit, context, erase, health, keys, memories, ops, portable, prompts, recall, scenes, search, sessions,
+    audit, context, erase, health, keys, memories, ops, portable, prompts, queues, recall, scenes, search, sessions,
 };
 
 /// The bearer scheme of a team's API key (`sdmk_…`).
@@ -100,6 +100,7 @@ Errors are JSON `{\"code\",\"message\"}` with a stable `code`.";
         erase::erase_team,
         erase::get_erasure_as_operator,
         audit::list_operator,
+        queues::replay_parked,
         health::healthz,
         health::readyz,
         health::metrics,
@@ -119,7 +120,7 @@ Errors are JSON `{\"code\",\"message\"}` with a stable `code`.";
         (name = "audit", description = "The tenant's audit log"),
         (name = "portability", description = "An owner's whole memory as one JSONL stream: export, and import here or into the other deployment"),
         (name = "erase", description = "Erasing a user from every store, as a resumable job"),
-        (name = "admin", description = "The operator's API key management, team erasure and log (admin key only)"),
+        (name = "admin", description = "The operator's API key management, team erasure, parked messages and log (admin key only)"),
         (name = "probes", description = "Liveness, readiness, metrics and this document (open). With `SEDIMENT_HEALTH_LISTEN` set, `/healthz`, `/readyz` and `/metrics` move to that address."),
         (name = "ops", description = "The ops page (its own access rule)"),
     ),

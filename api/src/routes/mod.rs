@@ -10,6 +10,7 @@ pub(crate) mod memories;
 pub(crate) mod ops;
 pub(crate) mod portable;
 pub(crate) mod prompts;
+pub(crate) mod queues;
 pub(crate) mod recall;
 pub(crate) mod scenes;
 pub(crate) mod search;
@@ -95,6 +96,7 @@ pub(crate) fn app(state: AppState, with_probes: bool) -> Router {
         .route("/v1/admin/teams/{team_id}", delete(erase::erase_team))
         .route("/v1/admin/erasures/{erasure_id}", get(erase::get_erasure_as_operator))
         .route("/v1/admin/audit", get(audit::list_operator))
+        .route("/v1/admin/queues/{kind}/parked/replay", post(queues::replay_parked))
         .route_layer(middleware::from_fn_with_state(gate.clone(), crate::auth::authenticate));
     // MCP over Streamable HTTP: each tool is a call into the `/v1` routes above, in this
     // process, carrying the caller's credential; `/mcp` itself sits behind the same gate.

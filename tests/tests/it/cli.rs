@@ -1,7 +1,7 @@
 //! The command line's client commands, run as the real binary against an embedded server with
-//! auth on: ingest, search, recall, memories (list, show, edit, delete), scenes, persona, erase
-//! and status, in `--json` and in table form; and their failures, which name the call and the
-//! API's code and exit non-zero.
+//! auth on: ingest, search, recall, memories (list, show, edit, delete), scenes, persona, erase,
+//! status and parked replay, in `--json` and in table form; and their failures, which name the
+//! call and the API's code and exit non-zero.
 
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use integration_tests::app::{fast_layer_env, tenant, Mode, Options, TestApp};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use shared::bus::testsuite::{eventually, expect_delivery, sample_sessions};
+use shared::bus::{Outcome, WorkerKind};
 use shared::domain::Tenant;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sediment-api");
@@ -200,6 +202,41 @@ async fn every_client_command_runs_against_a_server() {
     assert!(status.starts_with("deployment: embedded\n"), "{status}");
     assert!(status.contains("queue") && status.contains("worker"), "{status}");
 
+    // parked replay takes the admin key; nothing is parked here, so nothing moves (a replay
+    // that moves messages is in `parked_replay_moves_messages_back`).
+    let replayed = json_of(
+        &app,
+        &key,
+        &t,
+        &["parked", "replay", "compact", "--admin-key", ADMIN_KEY],
+    )
+    .await;
+    assert_eq!(replayed, json!({ "kind": "compact", "items": [] }));
+    let printed = stdout(&sediment(&app, &key, &t, &["parked", "replay", "scene", "--admin-key", ADMIN_KEY]).await);
+    assert_eq!(printed, "replayed 0 parked message(s) to the scene queue\n");
+    let refused = sediment(&app, &key, &t, &["parked", "replay", "index"]).await;
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("POST /v1/admin/queues/index/parked/replay: forbidden (403)"),
+        "{}",
+        stderr(&refused)
+    );
+    let unknown = sediment(&app, &key, &t, &["parked", "replay", "nope", "--admin-key", ADMIN_KEY]).await;
+    assert!(!unknown.status.success());
+    assert!(
+        stderr(&unknown).contains("POST /v1/admin/queues/nope/parked/replay: not_found (404)"),
+        "{}",
+        stderr(&unknown)
+    );
+    let limit = sediment(
+        &app,
+        &key,
+        &t,
+        &["parked", "replay", "index", "--limit", "0", "--admin-key", ADMIN_KEY],
+    )
+    .await;
+    assert!(stderr(&limit).contains("invalid_request (422)"), "{}", stderr(&limit));
+
     // Failures name the call and the API's code, and exit non-zero.
     let denied = sediment(&app, "sdmk_wrong", &t, &["memories", "list"]).await;
     assert!(!denied.status.success());
@@ -251,5 +288,60 @@ async fn every_client_command_runs_against_a_server() {
     assert_eq!(erased["status"], "done", "{erased}");
     let gone = json_of(&app, &key, &t, &["search", "Marmotvale", "--strategy", "keyword"]).await;
     assert_eq!(gone["items"], json!([]), "{gone}");
+    app.stop().await;
+}
+
+/// `sediment parked replay` moves parked messages back, `--limit` at a time, and prints each:
+/// on an app without an index worker, two events a stand-in worker rejected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_replay_moves_messages_back() {
+    let mut app = TestApp::with(
+        Mode::Embedded,
+        Options {
+            env: vec![("ADMIN_KEY", ADMIN_KEY.to_owned())],
+            no_worker: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let bus = app.backends.bus.clone();
+    let mut older = bus.subscribe(WorkerKind::Index, 2).await.expect("subscribe");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        bus.publish(&sample_sessions(1)).await.expect("publish");
+        let delivery = expect_delivery(older.as_mut(), "the event").await;
+        ids.push(delivery.message_id.clone());
+        older.settle(delivery, Outcome::Reject).await.expect("reject");
+    }
+    drop(older);
+    let t = tenant();
+
+    let output = sediment(&app, ADMIN_KEY, &t, &["parked", "replay", "index", "--limit", "1"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let printed = stdout(&output);
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines[0], "replayed 1 parked message(s) to the index queue", "{printed}");
+    let header: Vec<&str> = lines[1].split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+    assert_eq!(header, ["message id", "type", "reason", "attempts"], "{printed}");
+    let row: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(
+        row,
+        [ids[0].as_str(), "turns.appended.v1", "rejected", "1"],
+        "{printed}"
+    );
+    assert_eq!(lines.len(), 3, "{printed}");
+
+    let rest = json_of(&app, ADMIN_KEY, &t, &["parked", "replay", "index"]).await;
+    assert_eq!(
+        rest,
+        json!({ "kind": "index", "items": [
+            { "message_id": ids[1], "type": "turns.appended.v1", "reason": "rejected", "attempts": 1 }
+        ] })
+    );
+    eventually("both back in the index queue", || async {
+        let stats = bus.stats(WorkerKind::Index).await.expect("stats");
+        stats.ready == 2 && stats.parked == 0
+    })
+    .await;
     app.stop().await;
 }

@@ -69,6 +69,11 @@ const EXEMPT: &[(&str, &str, &str)] = &[
         "/v1/admin/audit",
         "the operator's log: ids and counts of admin calls, no content; the admin key's alone (checked)",
     ),
+    (
+        "post",
+        "/v1/admin/queues/{kind}/parked/replay",
+        "the operator's parked messages: message ids, type tags and counts, no content; the admin key's alone (checked)",
+    ),
 ];
 const KEY_MANAGEMENT: &str = "the admin key's alone, which reads no tenant data; no team key reaches it (checked)";
 const OPERATOR_ERASE: &str =
@@ -1118,7 +1123,8 @@ async fn matrix(mode: Mode) {
         let path = route
             .replace("{team_id}", &t.team)
             .replace("{key_id}", &new_id())
-            .replace("{erasure_id}", &new_id());
+            .replace("{erasure_id}", &new_id())
+            .replace("{kind}", "index");
         let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("a method");
         let body = (method == Method::POST).then(|| json!({ "team_id": t.team }));
         for caller in &team_keys {

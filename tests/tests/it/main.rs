@@ -36,6 +36,7 @@ mod migrate_only;
 mod no_egress;
 mod openapi;
 mod ops;
+mod parked;
 mod portable;
 mod prompt_store;
 mod retrieval_shaping;

@@ -319,6 +319,24 @@ async fn openapi_schemas_of_key_management_and_auth_errors_are_faithful() {
     .await;
     assert_eq!(log["items"].as_array().map(Vec::len), Some(2), "{log}");
     conforms(&doc, admin(Method::GET, "/v1/admin/audit?limit=0"), "/v1/admin/audit").await;
+    let replay = "/v1/admin/queues/{kind}/parked/replay";
+    let replayed = conforms(
+        &doc,
+        admin(Method::POST, "/v1/admin/queues/index/parked/replay"),
+        replay,
+    )
+    .await;
+    assert_eq!(replayed, json!({ "kind": "index", "items": [] }));
+    for (path, body) in [
+        ("/v1/admin/queues/nope/parked/replay", json!({})),
+        ("/v1/admin/queues/scene/parked/replay", json!({ "limit": 0 })),
+    ] {
+        let refused = conforms(&doc, admin(Method::POST, path).json(&body), replay).await;
+        assert!(
+            refused["code"] == "not_found" || refused["code"] == "invalid_request",
+            "{refused}"
+        );
+    }
 }
 
 /// What the schemathesis run (tests/schemathesis.sh) found answering outside the document,

@@ -191,6 +191,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/queues/{kind}/parked/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Moves up to `limit` parked messages of a worker kind back to its queue, each with its body,
+         *     message id and trace context, its attempts starting again at 1. A message the worker still
+         *     cannot read is parked again. Logged in the operator's log (`parked.replay`).
+         */
+        post: operations["replay_parked"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/teams/{team_id}": {
         parameters: {
             query?: never;
@@ -1018,6 +1039,12 @@ export interface components {
          * @enum {string}
          */
         OverrideLevel: "team" | "agent";
+        ParkedReplay: {
+            /** @description What was moved, oldest first; empty when nothing was parked. */
+            items: components["schemas"]["ReplayedMessage"][];
+            /** @description The worker kind whose queue took them. */
+            kind: string;
+        };
         /**
          * @description What an API key may do on its team; each level includes the ones before it.
          * @enum {string}
@@ -1177,6 +1204,33 @@ export interface components {
             task: string | null;
             /** @enum {string} */
             type: "memory";
+        };
+        /** @description The body, which may be left out. */
+        ReplayParked: {
+            /**
+             * Format: int32
+             * @description Replays at most this many, oldest first: 1 to 1000, default 100.
+             */
+            limit?: number | null;
+        };
+        /** @description One replayed message, as it was when parked. */
+        ReplayedMessage: {
+            /**
+             * Format: int32
+             * @description The deliveries it had used; it starts again at 1.
+             */
+            attempts: number;
+            message_id: string;
+            /**
+             * @description Why it was parked: `rejected` (the worker could not read it, or it failed for good),
+             *     `max attempts reached`, or the broker's reason for a message another client refused.
+             */
+            reason: string;
+            /**
+             * @description The event's `type` tag (e.g. `turns.appended.v1`); `null` when the body is not a JSON
+             *     object with one.
+             */
+            type: string | null;
         };
         ResetResponse: {
             /** Format: date-time */
@@ -1899,6 +1953,117 @@ export interface operations {
                 };
             };
             /** @description backend_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    replay_parked: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The worker kind: `index`, `extract`, `compact`, `scene` or `persona` (anything else is 404) */
+                kind: string;
+            };
+            cookie?: never;
+        };
+        /** @description Optional: `{"limit": n}` */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ReplayParked"] | null;
+            };
+        };
+        responses: {
+            /** @description The messages moved back, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParkedReplay"];
+                };
+            };
+            /** @description malformed_json */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no credential, or an unknown or revoked one (auth on only) */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="sediment"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: not the admin key, or auth is off */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not_found: no worker kind has this name */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unsupported_media_type: a body that is not `application/json` */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid_request: limit out of range, a body of the wrong shape */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description backend_unavailable: the broker cannot be reached; or backend_unavailable */
             503: {
                 headers: {
                     [name: string]: unknown;
