@@ -340,6 +340,12 @@ async fn rabbitmq_outage(bin: &Path, report: &mut Report) {
         back: INDEX_LAG_ZERO,
         after: checks::lag_zero(&server, INDEX_CONSUMER, back, LIVENESS).await,
     });
+    // The sweep brings the lag back without the broker; the wake-ups need the consumers.
+    report.recoveries.push(Recovery {
+        fault: "the broker back".into(),
+        back: "every in-process worker consuming",
+        after: checks::consuming(&server, back, LIVENESS).await,
+    });
     let sent = load.finish().await;
     report.tally = Tally::of(&sent);
     let during: Vec<&load::Sent> = sent.iter().filter(|s| s.sent >= down && s.answered < up).collect();

@@ -357,26 +357,46 @@ pub async fn check_parked(checks: &mut Checks, server: &ApiProcess) {
 
 /// Every worker this process runs consumes its queue again: a heartbeat and a subscription.
 pub async fn check_consumers(checks: &mut Checks, server: &ApiProcess) {
+    let (workers, idle) = in_process_workers(server).await;
+    checks.push(
+        "in-process workers consume again",
+        idle.is_empty() && workers > 0,
+        format!(
+            "{workers} in-process workers, {} not consuming{}",
+            idle.len(),
+            examples(&idle)
+        ),
+    );
+}
+
+/// Waits, for at most `bound`, until every in-process worker is healthy and consuming (each
+/// subscribes again on its own after a broker outage); returns how long that took.
+pub async fn consuming(server: &ApiProcess, since: Instant, bound: Duration) -> Option<Duration> {
+    loop {
+        let (workers, idle) = in_process_workers(server).await;
+        if workers > 0 && idle.is_empty() {
+            return Some(since.elapsed());
+        }
+        if since.elapsed() > bound {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The in-process workers `/ops/state` lists, and those of them not consuming.
+async fn in_process_workers(server: &ApiProcess) -> (usize, Vec<String>) {
     let state = server.ops_state().await.unwrap_or(Value::Null);
     let workers: Vec<&Value> = state["workers"]
         .as_array()
         .map(|rows| rows.iter().filter(|w| w["runs"] == "in_process").collect())
         .unwrap_or_default();
-    let idle: Vec<String> = workers
+    let idle = workers
         .iter()
         .filter(|w| w["status"] != "ok" || w["consumers"].as_u64().unwrap_or(0) == 0)
         .map(|w| format!("{} {} with {} consumers", w["worker"], w["status"], w["consumers"]))
         .collect();
-    checks.push(
-        "in-process workers consume again",
-        idle.is_empty() && !workers.is_empty(),
-        format!(
-            "{} in-process workers, {} not consuming{}",
-            workers.len(),
-            idle.len(),
-            examples(&idle)
-        ),
-    );
+    (workers.len(), idle)
 }
 
 /// The Edge index of a stopped server holds one turn point per stored turn: with each
