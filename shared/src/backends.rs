@@ -160,7 +160,11 @@ impl Backends {
                 };
                 let writes = placed("INDEX_CGROUP", &settings.index_cgroup)?;
                 let optimizer = placed("INDEX_OPTIMIZER_CGROUP", &settings.index_optimizer_cgroup)?;
-                Arc::new(index.with_background(writes, optimizer))
+                Arc::new(
+                    index
+                        .with_background(writes, optimizer)
+                        .with_min_free_mb(settings.index_min_free_mb),
+                )
             }
             IndexBackend::Qdrant { url, collection } => {
                 let api_key = settings.qdrant_api_key.as_ref().map(|key| key.expose().to_owned());

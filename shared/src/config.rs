@@ -540,6 +540,8 @@ pub struct Settings {
     pub db_pool_size: usize,
     /// Upserts between two index optimizations.
     pub index_optimize_every: usize,
+    /// MB the Qdrant Edge index keeps free on its volume (`SEDIMENT_INDEX_MIN_FREE_MB`); 0: off.
+    pub index_min_free_mb: u64,
     /// Nice value (0 to 19) of the embedded index's writes and optimizer runs; 0 gives them the
     /// priority of requests.
     pub index_nice: i32,
@@ -813,6 +815,7 @@ impl Settings {
             amqp_prefix,
             db_pool_size: positive(vars, "DB_POOL_SIZE", 16)?,
             index_optimize_every: positive(vars, "INDEX_OPTIMIZE_EVERY", 5_000)?,
+            index_min_free_mb: parse(vars, "INDEX_MIN_FREE_MB", crate::index::DEFAULT_MIN_FREE_MB)?,
             index_nice: nice(vars, "INDEX_NICE", DEFAULT_BACKGROUND_NICE)?,
             index_cgroup: get("INDEX_CGROUP").map(PathBuf::from),
             index_optimizer_cgroup: get("INDEX_OPTIMIZER_CGROUP").or(get("INDEX_CGROUP")).map(PathBuf::from),
@@ -952,6 +955,19 @@ mod tests {
         assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(s.limits.max_body_bytes, 1024 * 1024);
         assert_eq!(s.limits.max_turns_per_request, 1_000);
+    }
+
+    #[test]
+    fn index_min_free_defaults_to_the_reserve_and_zero_turns_it_off() {
+        let min_free = |v: &str| Settings::from_map(&map(&[("INDEX_MIN_FREE_MB", v)])).map(|s| s.index_min_free_mb);
+        assert_eq!(
+            Settings::from_map(&HashMap::new()).unwrap().index_min_free_mb,
+            crate::index::DEFAULT_MIN_FREE_MB
+        );
+        assert_eq!(min_free("0").unwrap(), 0);
+        assert_eq!(min_free("512").unwrap(), 512);
+        assert!(min_free("-1").is_err());
+        assert!(min_free("lots").is_err());
     }
 
     #[test]

@@ -73,6 +73,11 @@ pub const INDEX_UPDATE_SECONDS: &str = "sediment_index_update_seconds";
 pub const INDEX_WRITE_POINTS: &str = "sediment_index_write_points";
 /// 1 while a search-index optimizer run is in progress, else 0.
 pub const INDEX_OPTIMIZING: &str = "sediment_index_optimizing";
+/// Bytes free on the search index's volume (Qdrant Edge), as read before each write.
+pub const INDEX_VOLUME_FREE_BYTES: &str = "sediment_index_volume_free_bytes";
+/// Search-index writes and optimizer runs refused because the index volume had less free than
+/// `SEDIMENT_INDEX_MIN_FREE_MB`; they are retried.
+pub const INDEX_WRITES_REFUSED: &str = "sediment_index_writes_refused_total";
 /// Segments in the search index (Qdrant Edge), as read at each flush.
 pub const INDEX_SEGMENTS: &str = "sediment_index_segments";
 /// Turns found by backlog sweeps rather than by events (a lost or late event).
@@ -240,6 +245,14 @@ pub fn describe() {
     );
     describe_histogram!(INDEX_WRITE_POINTS, "points per search index write, after combining");
     describe_gauge!(INDEX_OPTIMIZING, "1 while a search index optimizer run is in progress");
+    describe_gauge!(
+        INDEX_VOLUME_FREE_BYTES,
+        "Bytes free on the search index's volume, read before each write"
+    );
+    describe_counter!(
+        INDEX_WRITES_REFUSED,
+        "Search index writes refused for want of free space (SEDIMENT_INDEX_MIN_FREE_MB); retried"
+    );
     describe_gauge!(INDEX_SEGMENTS, "segments in the search index");
     describe_counter!(SWEEP_RECOVERED, "turns indexed by a backlog sweep instead of an event");
     describe_counter!(HANDLER_PANICS, "handler runs that panicked");

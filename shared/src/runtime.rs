@@ -58,7 +58,10 @@ impl From<IndexerError> for HandlerError {
     fn from(e: IndexerError) -> Self {
         Self {
             retryable: e.is_retryable(),
-            swept: false,
+            // A turn is indexed once the cursor passes it, and the sweep indexes whatever lies
+            // past the cursor: a parked wake-up would only be work for a human (an index volume
+            // full for longer than the retries, about 15 s, would park every wake-up meanwhile).
+            swept: true,
             source: Box::new(e),
         }
     }

@@ -75,7 +75,7 @@
 use std::collections::HashMap;
 use std::fs::{File, TryLockError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -139,6 +139,15 @@ fn default_optimizers(dense: bool) -> EdgeOptimizersConfig {
         ..EdgeOptimizersConfig::default()
     }
 }
+
+/// Free space (MB) the index volume must keep for a write or an optimizer run to start. Edge
+/// writes its WAL and segments through memory maps, and a page that cannot be allocated on a
+/// full volume is a SIGBUS: an embedded server whose index volume filled died of signal 7 on
+/// its next index write, taking recall and ingest down with it. Refused before it starts, the
+/// write is a retryable error, searches go on, and indexing catches up once space is freed.
+/// 128 MB holds what one optimizer run builds (a segment of [`DEFAULT_MAX_SEGMENT_KB`] of vectors
+/// with its graph and payload) and a WAL segment.
+pub const DEFAULT_MIN_FREE_MB: u64 = 128;
 
 /// Threads one HNSW build may use: half the machine's cores, at least one.
 pub fn index_build_threads() -> usize {
@@ -217,6 +226,9 @@ struct Inner {
     /// Always `Some` until `Drop` takes it out.
     shard: Option<EdgeShard>,
     _dir_lock: File,
+    dir: PathBuf,
+    /// Bytes the volume must keep free for a write to start; 0: not checked.
+    min_free: AtomicU64,
     bm25: Bm25,
     dense_dimension: Option<usize>,
     /// Whether `open` created the shard (rather than loading one).
@@ -331,6 +343,8 @@ impl EdgeIndex {
         let inner = Inner {
             shard: Some(shard),
             _dir_lock: dir_lock,
+            dir: dir.to_owned(),
+            min_free: AtomicU64::new(DEFAULT_MIN_FREE_MB << 20),
             bm25: Bm25::new(),
             dense_dimension,
             created,
@@ -351,6 +365,14 @@ impl EdgeIndex {
             writes: Placement::nice(DEFAULT_BACKGROUND_NICE),
             optimizer: Placement::nice(DEFAULT_BACKGROUND_NICE),
         })
+    }
+
+    /// Keeps `mb` MB free on the index volume instead of [`DEFAULT_MIN_FREE_MB`]: writes and
+    /// optimizer runs that would start with less free are refused as unavailable. 0 turns the
+    /// check off.
+    pub fn with_min_free_mb(self, mb: u64) -> Self {
+        self.inner.min_free.store(mb << 20, Ordering::Relaxed);
+        self
     }
 
     /// Places writes and optimizer runs instead of at nice [`DEFAULT_BACKGROUND_NICE`] in the
@@ -518,6 +540,7 @@ impl Inner {
 
     /// Applies one write, visible at once, and makes it durable if `durable`.
     fn write(&self, operation: UpdateOperation, durable: bool) -> IndexResult<()> {
+        self.check_space()?;
         let mine = {
             let _gate = lock(&self.write_gate);
             let started = Instant::now();
@@ -584,6 +607,8 @@ impl Inner {
 
     fn optimize(&self) -> IndexResult<bool> {
         let _running = lock(&self.optimize_lock);
+        // A run writes a whole new segment before it drops the old ones.
+        self.check_space()?;
         let optimized = self.shard().optimize().map_err(backend)?;
         if optimized {
             let _gate = lock(&self.write_gate);
@@ -591,6 +616,34 @@ impl Inner {
             self.optimizations.fetch_add(1, Ordering::AcqRel);
         }
         Ok(optimized)
+    }
+
+    /// Refuses to start a write while the index volume has less than `min_free` free (see
+    /// [`DEFAULT_MIN_FREE_MB`]), and keeps the free-space gauge fresh.
+    fn check_space(&self) -> IndexResult<()> {
+        let min_free = self.min_free.load(Ordering::Relaxed);
+        if min_free == 0 {
+            return Ok(());
+        }
+        // Not knowing is not full: a write that fails for real reports its own error.
+        let Ok(stat) = rustix::fs::statvfs(&self.dir) else {
+            return Ok(());
+        };
+        let free = stat.f_bavail.saturating_mul(stat.f_frsize);
+        metrics::gauge!(m::INDEX_VOLUME_FREE_BYTES).set(free as f64);
+        if free >= min_free {
+            return Ok(());
+        }
+        metrics::counter!(m::INDEX_WRITES_REFUSED).increment(1);
+        Err(IndexError::Unavailable(
+            format!(
+                "the index volume ({}) has {} MB free, less than the {} MB it keeps in reserve (SEDIMENT_INDEX_MIN_FREE_MB): index writes wait until space is freed",
+                self.dir.display(),
+                free >> 20,
+                min_free >> 20
+            )
+            .into(),
+        ))
     }
 
     /// Creates the keyword payload indexes. Idempotent: segments that have one skip it. Runs
@@ -1201,6 +1254,44 @@ mod tests {
         index.optimize().await.unwrap();
         assert_eq!(nice_of_threads_named("sediment-nice14"), vec![14]);
         assert_eq!(thread_in(&optimizer), ["sediment-nice14\n"]);
+    }
+
+    #[tokio::test]
+    async fn writes_wait_while_the_volume_keeps_less_than_the_reserve_free() {
+        let dir = tempfile::tempdir().unwrap();
+        // A reserve larger than any volume: every write finds too little free.
+        let index = EdgeIndex::open(dir.path(), 0, None)
+            .unwrap()
+            .with_min_free_mb(u64::MAX >> 20);
+        let tenant = Tenant {
+            team: "t".into(),
+            agent: "a".into(),
+            user: "u".into(),
+        };
+        let point = IndexPoint {
+            id: Uuid::new_v4(),
+            kind: PointKind::Turn,
+            tenant: tenant.clone(),
+            session_id: "s1".into(),
+            text: "the blue heron".into(),
+            tags: Vec::new(),
+            task: None,
+            dense: None,
+        };
+        let refused = index.upsert(std::slice::from_ref(&point)).await.expect_err("refused");
+        assert!(refused.is_retryable(), "{refused:?}");
+        assert!(
+            error_chain(&refused).contains("SEDIMENT_INDEX_MIN_FREE_MB"),
+            "{}",
+            error_chain(&refused)
+        );
+        assert!(index.delete(&[point.id]).await.is_err(), "a delete writes too");
+        assert!(index.optimize().await.is_err(), "an optimizer run writes a segment");
+        assert_eq!(index.count(&tenant, PointKind::Turn).await.unwrap(), 0);
+
+        let index = index.with_min_free_mb(0);
+        index.upsert(&[point]).await.unwrap();
+        assert_eq!(index.count(&tenant, PointKind::Turn).await.unwrap(), 1);
     }
 
     #[test]

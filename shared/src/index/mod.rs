@@ -22,7 +22,8 @@ use crate::domain::Tenant;
 
 pub use bm25::{Bm25, SparseVector, TEXT_VERSION};
 pub use edge::{
-    index_build_threads, EdgeIndex, DEFAULT_BACKGROUND_NICE, DEFAULT_MAX_SEGMENT_KB, KEYWORD_MAX_SEGMENT_KB,
+    index_build_threads, EdgeIndex, DEFAULT_BACKGROUND_NICE, DEFAULT_MAX_SEGMENT_KB, DEFAULT_MIN_FREE_MB,
+    KEYWORD_MAX_SEGMENT_KB,
 };
 pub use qdrant::QdrantIndex;
 

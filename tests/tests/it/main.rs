@@ -24,6 +24,7 @@ mod embed_openai;
 mod erase;
 mod file_store;
 mod index_conformance;
+mod index_volume;
 mod indexer_runs;
 mod isolation;
 mod jwt;
