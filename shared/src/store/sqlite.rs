@@ -736,7 +736,7 @@ where
 fn store_error(failure: Failure) -> StoreError {
     match failure {
         Failure::SessionNotFound => StoreError::SessionNotFound,
-        Failure::Sqlite(error) if is_busy(&error) => StoreError::Unavailable(Box::new(error)),
+        Failure::Sqlite(error) if is_busy(&error) || is_full(&error) => StoreError::Unavailable(Box::new(error)),
         Failure::Sqlite(error) => StoreError::Backend(Box::new(error)),
         Failure::Corrupt(error) => StoreError::Backend(error),
     }
@@ -749,6 +749,12 @@ fn is_busy(error: &rusqlite::Error) -> bool {
         rusqlite::Error::SqliteFailure(e, _)
             if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
     )
+}
+
+/// The volume is full: nothing was written, and a retry succeeds once space is freed (as
+/// Postgres's `53100 disk_full`, an insufficient-resources error, is retryable).
+fn is_full(error: &rusqlite::Error) -> bool {
+    matches!(error, rusqlite::Error::SqliteFailure(e, _) if e.code == ErrorCode::DiskFull)
 }
 
 #[cfg(test)]

@@ -1,9 +1,12 @@
-//! The search index's volume filling up (issue 39, "the index unavailable"), for real: the
-//! embedded server's Qdrant Edge directory is a 16 MB tmpfs that the test fills to the last
-//! byte. Edge writes through memory maps, and a page it cannot allocate there is a SIGBUS
-//! that killed the whole server; the index now keeps `SEDIMENT_INDEX_MIN_FREE_MB` free and
-//! refuses writes below it. Mounting needs root (CI runs as root); elsewhere the test says it
-//! skipped.
+//! A volume filling up (issue 39, "the index unavailable", and a disk full beneath the
+//! embedded server), for real: a tmpfs that the test fills to the last byte.
+//! - The search index's volume: Qdrant Edge writes through memory maps, and a page it cannot
+//!   allocate there is a SIGBUS that killed the whole server; the index now keeps
+//!   `SEDIMENT_INDEX_MIN_FREE_MB` free and refuses writes below it.
+//! - The whole data directory (SQLite and the index): appends answer 503
+//!   `backend_unavailable` while nothing can be written, never 500 and never a 201.
+//!
+//! Mounting needs root (CI runs as root); elsewhere the tests say they skipped.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -77,16 +80,60 @@ fn fill(path: &Path) -> u64 {
 }
 
 async fn append(server: &ApiProcess, t: &Tenant, session: &str, words: &str) -> u16 {
-    server
+    append_answer(server, t, session, words).await.0
+}
+
+/// Appends one user turn about `words`: the status and the error code, if any.
+async fn append_answer(server: &ApiProcess, t: &Tenant, session: &str, words: &str) -> (u16, String) {
+    let response = server
         .client
         .post(format!("{}/v1/sessions/{session}/messages", server.base))
         .tenant_headers(t)
         .json(&json!({ "messages": [{ "role": "user", "content": format!("I keep notes about {words}.") }] }))
         .send()
         .await
-        .expect("append")
-        .status()
-        .as_u16()
+        .expect("append");
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    (status, body["code"].as_str().unwrap_or_default().to_owned())
+}
+
+/// Mounts a `mb` MB tmpfs on `dir`; `None` (the test skips) when not root.
+fn volume(dir: &Path, mb: u64) -> Option<Tmpfs> {
+    match Tmpfs::mount(dir, mb) {
+        Ok(volume) => Some(volume),
+        Err(e) if !is_root() => {
+            eprintln!("full_volume: SKIPPED: mounting a tmpfs needs root ({e})");
+            None
+        }
+        Err(e) => panic!("mount a tmpfs as root: {e}"),
+    }
+}
+
+/// The embedded server on `data`, keyword search only, the sweep every second (what indexes
+/// the refused turns once the wake-ups' retries are spent).
+async fn server(dir: &Path, data: &Path, reserve_mb: u64) -> ApiProcess {
+    let env = [
+        ("AUTH", "off".to_owned()),
+        ("EMBEDDING", "none".to_owned()),
+        ("DATA_DIR", data.display().to_string()),
+        ("INDEX_MIN_FREE_MB", reserve_mb.to_string()),
+        ("LOG", "warn".to_owned()),
+        ("WORKER_SWEEP_INTERVAL_MS", "1000".to_owned()),
+    ];
+    let (server, _) = ApiProcess::start_at(Path::new(SERVER), free_port(), &env, &dir.join("server.log")).await;
+    server
+}
+
+/// The parked messages of every queue, from `/ops/state`.
+async fn parked(server: &ApiProcess) -> u64 {
+    let state = server.ops_state().await.expect("ops state");
+    state["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .filter_map(|q| q["parked"].as_u64())
+        .sum()
 }
 
 /// Keyword search for `words`: its status and how many turns it found.
@@ -122,26 +169,11 @@ where
 #[tokio::test]
 async fn a_full_index_volume_refuses_index_writes_and_indexing_catches_up_once_freed() {
     let dir = tempfile::tempdir().unwrap();
-    let index_dir = dir.path().join("data").join("index");
-    let volume = match Tmpfs::mount(&index_dir, VOLUME_MB) {
-        Ok(volume) => volume,
-        Err(e) if !is_root() => {
-            eprintln!("index_volume: SKIPPED: mounting a tmpfs needs root ({e})");
-            return;
-        }
-        Err(e) => panic!("mount a tmpfs as root: {e}"),
+    let data = dir.path().join("data");
+    let Some(volume) = volume(&data.join("index"), VOLUME_MB) else {
+        return;
     };
-    let log = dir.path().join("server.log");
-    let env = [
-        ("AUTH", "off".to_owned()),
-        ("EMBEDDING", "none".to_owned()),
-        ("DATA_DIR", dir.path().join("data").display().to_string()),
-        ("INDEX_MIN_FREE_MB", RESERVE_MB.to_string()),
-        ("LOG", "warn".to_owned()),
-        // What indexes the refused turns once the wake-ups' retries are spent.
-        ("WORKER_SWEEP_INTERVAL_MS", "1000".to_owned()),
-    ];
-    let (server, _) = ApiProcess::start_at(Path::new(SERVER), free_port(), &env, &log).await;
+    let server = server(dir.path(), &data, RESERVE_MB).await;
     let t = tenant();
 
     assert_eq!(append(&server, &t, "before", "alpine lakes").await, 201);
@@ -193,13 +225,82 @@ async fn a_full_index_volume_refuses_index_writes_and_indexing_catches_up_once_f
     for words in ["basalt cliffs", "coral reefs", "desert dunes"] {
         assert_eq!(found(&server, &t, words).await, (200, 1), "{words} indexed once");
     }
-    let state = server.ops_state().await.expect("ops state");
-    let parked: u64 = state["queues"]
-        .as_array()
-        .expect("queues")
-        .iter()
-        .filter_map(|q| q["parked"].as_u64())
-        .sum();
-    assert_eq!(parked, 0, "nothing parked: the sweep redoes refused index writes");
+    assert_eq!(
+        parked(&server).await,
+        0,
+        "nothing parked: the sweep redoes refused index writes"
+    );
+    server.stop().await;
+}
+
+/// The whole data directory full (the transcript's SQLite beside the index): an append that
+/// cannot be written is refused with 503 `backend_unavailable`, a retryable answer, never a
+/// 500 and never a 201; searches still answer; once space is freed appends are accepted again
+/// and every accepted turn is indexed.
+#[tokio::test]
+async fn a_full_data_volume_refuses_appends_with_503_and_accepts_them_once_freed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let Some(volume) = volume(&data, VOLUME_MB) else { return };
+    let server = server(dir.path(), &data, RESERVE_MB).await;
+    let t = tenant();
+    assert_eq!(append(&server, &t, "before", "alpine lakes").await, 201);
+    eventually("the first turn indexed", || async { server.lag("index").await == 0 }).await;
+
+    let filler = volume.0.join("filler");
+    assert!(fill(&filler) > 0, "the volume had room to fill");
+    // SQLite writes into pages its files already hold until it needs a new one: append until
+    // it does, each answer either a stored turn or a refusal.
+    let mut accepted = Vec::new();
+    let mut refused = None;
+    for n in 0..400 {
+        let words = format!("harbour crane {n} lifting containers off the night ferry, each one logged twice");
+        match append_answer(&server, &t, "full", &words).await {
+            (201, _) => accepted.push(words),
+            answer => {
+                refused = Some(answer);
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        refused,
+        Some((503, "backend_unavailable".to_owned())),
+        "an append the full volume cannot hold (after {} accepted)",
+        accepted.len()
+    );
+    assert_eq!(
+        found(&server, &t, "alpine lakes").await,
+        (200, 1),
+        "search answers with the volume full"
+    );
+
+    std::fs::remove_file(&filler).expect("free the space");
+    assert_eq!(
+        append(&server, &t, "after", "basalt cliffs").await,
+        201,
+        "appends are accepted once space is freed"
+    );
+    eventually("the index caught up once the space was freed", || async {
+        server.lag("index").await == 0
+    })
+    .await;
+    assert_eq!(found(&server, &t, "basalt cliffs").await, (200, 1));
+    let stored = server
+        .client
+        .get(format!("{}/v1/sessions/full/messages?limit=1000", server.base))
+        .tenant_headers(&t)
+        .send()
+        .await
+        .expect("read the session")
+        .json::<Value>()
+        .await
+        .expect("a page of turns");
+    assert_eq!(
+        stored["messages"].as_array().map_or(0, Vec::len),
+        accepted.len(),
+        "every accepted turn is stored, and nothing refused"
+    );
+    assert_eq!(parked(&server).await, 0);
     server.stop().await;
 }
