@@ -15,6 +15,7 @@
 mod broker;
 mod burst;
 pub mod checks;
+mod kill;
 mod llm;
 pub mod load;
 mod postgres;
@@ -77,16 +78,20 @@ pub enum Scenario {
     S3Outage,
     /// The embedded deployment appended to at ten times what its extraction drains.
     Backpressure,
+    /// The cluster deployment's scene, persona and compact workers SIGKILLed at random points,
+    /// several times each, and the API (with the index and extract workers) once.
+    WorkerKill,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::EmbeddedKill,
         Scenario::RabbitmqOutage,
         Scenario::PostgresRestart,
         Scenario::LlmFaults,
         Scenario::S3Outage,
         Scenario::Backpressure,
+        Scenario::WorkerKill,
     ];
 
     pub fn name(self) -> &'static str {
@@ -97,6 +102,7 @@ impl Scenario {
             Scenario::LlmFaults => "llm-faults",
             Scenario::S3Outage => "s3-outage",
             Scenario::Backpressure => "backpressure",
+            Scenario::WorkerKill => "worker-kill",
         }
     }
 
@@ -105,9 +111,10 @@ impl Scenario {
         Self::ALL.into_iter().find(|s| s.name() == name)
     }
 
-    /// Runs the scenario against the API binary `server` (`sediment-api`; `s3-outage` also
-    /// runs `sediment-test-layers` from beside it) and reports what it measured. Panics when
-    /// it cannot set up (a service of the machine is missing).
+    /// Runs the scenario against the API binary `server` (`sediment-api`; `s3-outage` and
+    /// `worker-kill` also run `sediment-test-layers`, and `worker-kill` `sediment-test-compact`,
+    /// from beside it) and reports what it measured. Panics when it cannot set up (a service
+    /// of the machine is missing).
     pub async fn run(self, server: &Path, form: Form) -> Report {
         let seed = crate::env_or("CHAOS_SEED", DEFAULT_SEED);
         let mut report = Report {
@@ -126,6 +133,7 @@ impl Scenario {
             Scenario::LlmFaults => llm_faults(server, &mut report).await,
             Scenario::S3Outage => s3_outage(server, &mut report).await,
             Scenario::Backpressure => burst::backpressure(server, &mut report).await,
+            Scenario::WorkerKill => kill::worker_kill(server, &mut report).await,
         }
         report
     }

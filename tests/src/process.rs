@@ -323,6 +323,11 @@ impl WorkerProcess {
     pub async fn stop(self) {
         sigterm_within(self.child, Duration::from_secs(120)).await;
     }
+
+    /// SIGKILL, then waits for the process to be gone: a crash mid-run, leases left held.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.expect("SIGKILL the worker");
+    }
 }
 
 /// The sum of every sample of counter or gauge `name` in Prometheus text `metrics` whose

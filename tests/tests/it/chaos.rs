@@ -43,3 +43,8 @@ async fn s3_outage_keeps_ingest_and_recall_answering_and_layers_recover() {
 async fn a_burst_ten_times_the_drain_is_accepted_and_drains_in_bounded_memory() {
     holds(Scenario::Backpressure).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_killed_mid_run_lose_nothing_and_their_work_is_taken_over() {
+    holds(Scenario::WorkerKill).await;
+}
