@@ -614,7 +614,7 @@ impl LayerSettings {
             trigger: crate::persona::trigger::PersonaTriggerSettings {
                 memory_threshold: positive(vars, "PERSONA_MEMORY_THRESHOLD", 20)?,
             },
-            lease: millis(vars, "PERSONA_LEASE_MS", 600_000)?,
+            lease: millis(vars, "PERSONA_LEASE_MS", 30_000)?,
             ..crate::persona::build::PersonaSettings::default()
         };
         // Scenes are built from memories: without extraction there is nothing to build.

@@ -558,7 +558,9 @@ async fn llm_faults(bin: &Path, report: &mut Report) {
 
 /// Scene runs every few hundred milliseconds while memories come, a failed one retried after
 /// 2 s, and a lease short enough that a run whose rollback failed too (S3 gone mid-run) is
-/// taken over within the scenario rather than after the default 10 minutes.
+/// taken over within the scenario rather than after the default 10 minutes. A persona build
+/// renews its lease while it works, so that lease can be shorter still: a killed builder
+/// holds its owner 3 s.
 fn layer_env() -> Vec<(&'static str, String)> {
     vec![
         ("SCENE_AFTER_L1_MS", "100".into()),
@@ -566,7 +568,7 @@ fn layer_env() -> Vec<(&'static str, String)> {
         ("SCENE_MAX_WAIT_MS", "5000".into()),
         ("SCENE_RETRY_MS", "2000".into()),
         ("SCENE_LEASE_MS", "20000".into()),
-        ("PERSONA_LEASE_MS", "20000".into()),
+        ("PERSONA_LEASE_MS", "3000".into()),
     ]
 }
 

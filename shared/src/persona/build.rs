@@ -6,6 +6,12 @@
 //! overwrite the persona that a newer build committed, and readers never see a half-written
 //! persona.
 //!
+//! The lease is short (`SEDIMENT_PERSONA_LEASE_MS`, 30 s) and renewed every third of it while
+//! the build works, so a builder that dies (SIGKILL, OOM) holds its owner one lease at most,
+//! not as long as the slowest build might take; a build itself may last up to
+//! [`MAX_BUILD`]. A build that finds its lease taken goes on to its commit, which is fenced by
+//! the token and fails, and removes its object.
+//!
 //! Secrets: the LLM engine's brief is masked (`memory::redact`) before it is sent, though its
 //! scenes and memories were stored masked already, and the persona it writes is masked before
 //! it is parsed, so a secret the model makes up or repeats is never stored.
@@ -38,7 +44,7 @@ use crate::store::StoreError;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PersonaSettings {
     pub trigger: PersonaTriggerSettings,
-    /// How long a build holds its owner; the build stops writing at half of it.
+    /// How long a build holds its owner without renewing; it renews every third of it.
     pub lease: Duration,
     /// Most memories of each persona-relevant category given to one build.
     pub max_memories: u32,
@@ -48,7 +54,7 @@ impl Default for PersonaSettings {
     fn default() -> Self {
         Self {
             trigger: PersonaTriggerSettings::default(),
-            lease: Duration::from_secs(600),
+            lease: Duration::from_secs(30),
             max_memories: 100,
         }
     }
@@ -64,7 +70,7 @@ pub enum PersonaError {
     Engine(#[from] EngineError),
     #[error("the build produced an empty persona; the current one is kept")]
     Empty,
-    #[error("the build passed its deadline; it stops so a newer build is not overwritten")]
+    #[error("the build took longer than its limit ({MAX_BUILD:?}); the current persona is kept")]
     Deadline,
 }
 
@@ -224,6 +230,10 @@ pub struct PersonaBuilder {
 /// Owners the sweep looks at per pass.
 const SWEEP_PAGE: u32 = 100;
 
+/// The longest a build may take before it gives up writing its persona: what the 10-minute
+/// lease builds held before it was renewed allowed (half of it).
+pub const MAX_BUILD: Duration = Duration::from_secs(300);
+
 impl PersonaBuilder {
     pub fn new(
         memories: Arc<dyn MemoryStore>,
@@ -275,9 +285,15 @@ impl PersonaBuilder {
             return Ok(BuildOutcome::Busy);
         };
         let started = Instant::now();
-        let result = self
-            .build(tenant, row.as_ref(), trigger, memory_count, lease, started)
-            .await;
+        let token = lease.token;
+        let build = self.build(tenant, row.as_ref(), trigger, memory_count, lease, started);
+        tokio::pin!(build);
+        let result = tokio::select! {
+            result = &mut build => result,
+            // Another build holds the owner now: this one's commit is fenced and fails, and it
+            // removes its object; let it get there rather than leave the object behind.
+            () = self.keep_lease(tenant, token) => build.await,
+        };
         let label = match &result {
             Ok(BuildOutcome::Built { .. }) => "built",
             Ok(BuildOutcome::LeaseLost) => "lease_lost",
@@ -287,7 +303,7 @@ impl PersonaBuilder {
         ::metrics::counter!(metrics::PERSONA_BUILDS, "trigger" => trigger.as_str(), "result" => label).increment(1);
         ::metrics::histogram!(metrics::PERSONA_BUILD_SECONDS).record(started.elapsed().as_secs_f64());
         if result.is_err() {
-            if let Err(e) = self.scenes.release_persona(tenant, lease.token).await {
+            if let Err(e) = self.scenes.release_persona(tenant, token).await {
                 tracing::warn!(error = %error_chain(&e), "failed to release the persona lease; it expires on its own");
             }
         }
@@ -304,7 +320,7 @@ impl PersonaBuilder {
         started: Instant,
     ) -> Result<BuildOutcome, PersonaError> {
         let started_at = Utc::now();
-        let deadline = started + self.settings.lease / 2;
+        let deadline = started + MAX_BUILD;
         let full = trigger.full_rebuild();
         let current = match (full, row.and_then(|r| r.object_key.as_deref())) {
             (false, Some(key)) => match self.files.get(key).await? {
@@ -398,6 +414,24 @@ impl PersonaBuilder {
                     tracing::warn!(error = %error_chain(&e), "failed to remove an uncommitted persona object");
                 }
                 Ok(BuildOutcome::LeaseLost)
+            }
+        }
+    }
+
+    /// Renews the build's lease every third of its length, for as long as the build lasts;
+    /// returns only once another build holds the owner.
+    async fn keep_lease(&self, tenant: &Tenant, token: Uuid) {
+        loop {
+            tokio::time::sleep(self.settings.lease / 3).await;
+            let until = Utc::now() + chrono::Duration::from_std(self.settings.lease).unwrap_or(chrono::Duration::MAX);
+            match self.scenes.renew_persona(tenant, token, until).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!("lost the persona lease to another build; its commit will fail");
+                    return;
+                }
+                // The lease may still hold; the next renewal tells.
+                Err(e) => tracing::warn!(error = %error_chain(&e), "failed to renew the persona lease"),
             }
         }
     }

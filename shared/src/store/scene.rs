@@ -247,6 +247,12 @@ pub trait SceneStore: Send + Sync + 'static {
     /// Gives the persona lease back (only with its token).
     async fn release_persona(&self, tenant: &Tenant, token: Uuid) -> StoreResult<()>;
 
+    /// Extends the persona lease held with `token` to `until`: `false`, and nothing changed,
+    /// when the token is no longer the owner's (released, committed, or expired and claimed by
+    /// another build). A lease that expired but that nobody claimed since is renewed: no other
+    /// build can have started in between.
+    async fn renew_persona(&self, tenant: &Tenant, token: Uuid, until: DateTime<Utc>) -> StoreResult<bool>;
+
     /// Writes a finished build in one transaction: version + 1, the build state, the
     /// provenance; clears `signal_at` if it is not later than `lease.claimed_at` (a signal that
     /// arrived during the build stays pending); releases the lease. `None` and nothing written

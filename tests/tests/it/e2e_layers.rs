@@ -11,6 +11,10 @@ use integration_tests::fake_openai::{chat_message, FakeOpenAi};
 use reqwest::Method;
 use serde_json::{json, Value};
 use shared::domain::Tenant;
+use shared::persona::build::{
+    BuildOutcome, PersonaBuilder, PersonaEngine, PersonaInput, PersonaSettings, RulesPersonaEngine,
+};
+use shared::persona::PersonaTriggerSettings;
 use shared::store::scene::LAYER_L2;
 
 const WAIT: Duration = Duration::from_secs(40);
@@ -746,4 +750,111 @@ async fn a_scene_run_cut_off_by_a_file_store_outage_resumes_when_it_is_back() {
     })
     .await;
     app.stop().await;
+}
+
+/// The rules persona engine, slower by a fixed delay, counting its calls (an LLM build that
+/// takes a while).
+struct SlowPersona {
+    delay: Duration,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl PersonaEngine for SlowPersona {
+    fn mode(&self) -> &'static str {
+        "rules"
+    }
+
+    async fn build(
+        &self,
+        tenant: &Tenant,
+        input: &PersonaInput,
+    ) -> Result<(shared::persona::PersonaDoc, shared::memory::EngineRun), shared::memory::EngineError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        RulesPersonaEngine.build(tenant, input).await
+    }
+}
+
+/// A persona build renews its lease while it works, so a builder killed mid-build (SIGKILL,
+/// OOM) holds its owner one lease at most, not as long as the slowest build may take: another
+/// builder finds the owner busy while the first one works past its first lease, and builds
+/// within a lease of the kill. The lease used to be 10 minutes, renewed never.
+#[tokio::test]
+async fn a_killed_persona_build_frees_its_owner_within_one_lease() {
+    // The in-process layer workers would build the persona themselves.
+    let app = TestApp::with(
+        Mode::Embedded,
+        Options {
+            env: vec![("LAYERS", "false".into())],
+            ..Options::default()
+        },
+    )
+    .await;
+    let t = tenant();
+    app.append_ok(
+        &t,
+        "s1",
+        json!([{ "role": "user", "content": "I am a backend engineer." }]),
+    )
+    .await;
+    app.wait_extracted(WAIT).await;
+
+    let lease = Duration::from_millis(600);
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let builder = |delay| {
+        PersonaBuilder::new(
+            app.backends.memories.clone(),
+            app.backends.scenes.clone(),
+            app.backends.files.clone(),
+            Arc::new(SlowPersona {
+                delay,
+                calls: calls.clone(),
+            }),
+            PersonaSettings {
+                lease,
+                // One memory is enough for a first build.
+                trigger: PersonaTriggerSettings { memory_threshold: 1 },
+                ..PersonaSettings::default()
+            },
+        )
+    };
+    // Four leases long: a lease that is not renewed lapses three times in it.
+    let (killed, other) = (builder(lease * 4), builder(Duration::ZERO));
+    let owner = t.clone();
+    let killed = tokio::spawn(async move { killed.check(&owner).await });
+    while calls.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(lease * 2).await;
+    assert_eq!(
+        other.check(&t).await.expect("check"),
+        BuildOutcome::Busy,
+        "two leases into the build, its renewed lease still holds the owner"
+    );
+
+    killed.abort();
+    let _ = killed.await;
+    let aborted = Instant::now();
+    loop {
+        match other.check(&t).await.expect("check") {
+            BuildOutcome::Built { .. } => break,
+            BuildOutcome::Busy => {
+                assert!(
+                    aborted.elapsed() < lease * 3,
+                    "the killed build still holds the owner {:?} after it died",
+                    aborted.elapsed()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            outcome @ (BuildOutcome::NotNeeded | BuildOutcome::LeaseLost) => {
+                panic!("the other builder neither built nor found the owner busy: {outcome:?}")
+            }
+        }
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the killed build and the one that took over"
+    );
 }

@@ -45,6 +45,7 @@ mod sql {
     pub const PERSONA_LOCK: &str = include_str!("queries/persona_lock.sql");
     pub const PERSONA_TAKE_LEASE: &str = include_str!("queries/persona_take_lease.sql");
     pub const PERSONA_RELEASE: &str = include_str!("queries/persona_release.sql");
+    pub const PERSONA_RENEW: &str = include_str!("queries/persona_renew.sql");
     pub const PERSONA_COMMIT: &str = include_str!("queries/persona_commit.sql");
     pub const PROVENANCE_INSERT: &str = include_str!("queries/artifact_provenance_insert.sql");
     pub const PROVENANCE_LIST: &str = include_str!("queries/artifact_provenance_list.sql");
@@ -288,6 +289,26 @@ impl SceneStore for PostgresStore {
     #[instrument(skip_all)]
     async fn release_persona(&self, tenant: &Tenant, token: Uuid) -> StoreResult<()> {
         self.release(sql::PERSONA_RELEASE, tenant, token).await
+    }
+
+    #[instrument(skip_all)]
+    async fn renew_persona(&self, tenant: &Tenant, token: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::PERSONA_RENEW).await.map_err(pg_error)?;
+        let renewed = client
+            .execute(
+                &stmt,
+                &[
+                    &tenant.team,
+                    &tenant.agent,
+                    &tenant.user,
+                    &token,
+                    &truncate_to_micros(until),
+                ],
+            )
+            .await
+            .map_err(pg_error)?;
+        Ok(renewed == 1)
     }
 
     #[instrument(skip_all)]

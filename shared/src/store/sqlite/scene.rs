@@ -87,6 +87,8 @@ mod sql {
     pub const PERSONA_RELEASE: &str = "UPDATE personas SET lease_token = NULL, lease_claimed_at = NULL, \
          lease_until = NULL, updated_at = ?5 \
          WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3 AND lease_token = ?4";
+    pub const PERSONA_RENEW: &str = "UPDATE personas SET lease_until = ?5, updated_at = ?6 \
+         WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3 AND lease_token = ?4";
     // The later of two pending signals is kept (SQLite's max() would return NULL for a NULL).
     pub const PERSONA_SIGNAL: &str = "INSERT INTO personas AS p (team_id, agent_id, user_id, signal_at, updated_at) \
          VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (team_id, agent_id, user_id) DO UPDATE \
@@ -285,6 +287,23 @@ impl SceneStore for SqliteStore {
     #[instrument(skip_all)]
     async fn release_persona(&self, tenant: &Tenant, token: Uuid) -> StoreResult<()> {
         self.release(sql::PERSONA_RELEASE, tenant, token).await
+    }
+
+    #[instrument(skip_all)]
+    async fn renew_persona(&self, tenant: &Tenant, token: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
+        let tenant = tenant.clone();
+        self.run(move |conn| {
+            let renewed = conn.prepare_cached(sql::PERSONA_RENEW)?.execute(params![
+                tenant.team,
+                tenant.agent,
+                tenant.user,
+                token.to_string(),
+                micros(until),
+                micros(Utc::now())
+            ])?;
+            Ok(renewed == 1)
+        })
+        .await
     }
 
     #[instrument(skip_all)]
