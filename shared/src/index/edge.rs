@@ -1178,6 +1178,28 @@ fn panic_detail(panic: &(dyn std::any::Any + Send)) -> &str {
 mod tests {
     use super::*;
 
+    fn owner() -> Tenant {
+        Tenant {
+            team: "t".into(),
+            agent: "a".into(),
+            user: "u".into(),
+        }
+    }
+
+    /// A turn point of `tenant`'s, with a fresh id.
+    fn heron(tenant: &Tenant) -> IndexPoint {
+        IndexPoint {
+            id: Uuid::new_v4(),
+            kind: PointKind::Turn,
+            tenant: tenant.clone(),
+            session_id: "s1".into(),
+            text: "the blue heron".into(),
+            tags: Vec::new(),
+            task: None,
+            dense: None,
+        }
+    }
+
     /// The nice value of each live thread of this process named `name`, from `/proc`.
     fn nice_of_threads_named(name: &str) -> Vec<i32> {
         let mut found = Vec::new();
@@ -1231,22 +1253,7 @@ mod tests {
                 .map(|tid| std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).unwrap())
                 .collect()
         };
-        let tenant = Tenant {
-            team: "t".into(),
-            agent: "a".into(),
-            user: "u".into(),
-        };
-        let point = IndexPoint {
-            id: Uuid::new_v4(),
-            kind: PointKind::Turn,
-            tenant,
-            session_id: "s1".into(),
-            text: "the blue heron".into(),
-            tags: Vec::new(),
-            task: None,
-            dense: None,
-        };
-        index.upsert(&[point]).await.unwrap();
+        index.upsert(&[heron(&owner())]).await.unwrap();
         // Idle pool threads live on for tokio's keep-alive (10 s), long after these checks.
         assert_eq!(nice_of_threads_named("sediment-nice13"), vec![13]);
         assert_eq!(thread_in(&writes), ["sediment-nice13\n"]);
@@ -1263,21 +1270,8 @@ mod tests {
         let index = EdgeIndex::open(dir.path(), 0, None)
             .unwrap()
             .with_min_free_mb(u64::MAX >> 20);
-        let tenant = Tenant {
-            team: "t".into(),
-            agent: "a".into(),
-            user: "u".into(),
-        };
-        let point = IndexPoint {
-            id: Uuid::new_v4(),
-            kind: PointKind::Turn,
-            tenant: tenant.clone(),
-            session_id: "s1".into(),
-            text: "the blue heron".into(),
-            tags: Vec::new(),
-            task: None,
-            dense: None,
-        };
+        let tenant = owner();
+        let point = heron(&tenant);
         let refused = index.upsert(std::slice::from_ref(&point)).await.expect_err("refused");
         assert!(refused.is_retryable(), "{refused:?}");
         assert!(
