@@ -129,13 +129,23 @@ async fn scene_and_persona_workers_run_as_processes() {
     };
     assert_eq!(scenes["items"].as_array().map(Vec::len), Some(1), "{scenes}");
 
-    let metrics = reqwest::get(format!("{scene_health}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    assert!(metrics.contains("sediment_scene_runs_total"), "{metrics}");
+    // A run is counted once it returns, just after its commit made the scene visible.
+    loop {
+        let metrics = reqwest::get(format!("{scene_health}/metrics"))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        if metrics.contains("sediment_scene_runs_total") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the scene worker's metrics count no run: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     sigterm_and_wait(scene).await;
     sigterm_and_wait(persona).await;
 }
