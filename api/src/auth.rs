@@ -39,6 +39,11 @@ use crate::limit::RateLimiter;
 
 /// The prefix of every route only the operator's admin key may call.
 pub const ADMIN_ROUTES: &str = "/v1/admin/";
+
+/// The admin routes a server with auth off (loopback, no admin key) serves to anyone: the
+/// queue tools. Such a server trusts every caller with every tenant already, and its parked
+/// messages live in memory: restarting it with an admin key to replay them would lose them.
+const OPEN_ADMIN_ROUTES: &str = "/v1/admin/queues/";
 /// Most keys a replica keeps in its cache; past it the cache starts over. Far above the keys
 /// one deployment holds, low enough that random bearer tokens cannot grow it without end.
 const MAX_CACHED_KEYS: usize = 10_000;
@@ -285,6 +290,7 @@ impl KeyAuth {
 fn allow(principal: &Principal, method: &Method, route: &str) -> Result<(), ApiError> {
     let admin_route = route.starts_with(ADMIN_ROUTES);
     match principal {
+        Principal::Open if route.starts_with(OPEN_ADMIN_ROUTES) => Ok(()),
         Principal::Open if admin_route => Err(ApiError::Forbidden(
             "auth is off, so there are no API keys to manage: set SEDIMENT_ADMIN_KEY".into(),
         )),
@@ -442,6 +448,9 @@ mod tests {
         let (get, post, put) = (Method::GET, Method::POST, Method::PUT);
         assert!(allow(&Principal::Open, &get, "/v1/memories").is_ok());
         assert!(allow(&Principal::Open, &post, "/v1/admin/keys").is_err());
+        assert!(allow(&Principal::Open, &Method::DELETE, "/v1/admin/teams/{team_id}").is_err());
+        // An open server's parked messages are in memory: its operator replays them as is.
+        assert!(allow(&Principal::Open, &post, "/v1/admin/queues/{kind}/parked/replay").is_ok());
         assert!(allow(&Principal::Operator, &post, "/v1/admin/keys").is_ok());
         assert!(allow(&Principal::Operator, &get, "/v1/memories").is_err());
         assert!(allow(&key(Permission::Admin), &get, "/v1/admin/keys").is_err());

@@ -1,7 +1,7 @@
 //! The operator's parked messages, `POST /v1/admin/queues/{kind}/parked/replay`: moves messages
 //! a worker parked (it could not read them, or they failed for good) back to its queue, e.g.
-//! once an upgrade taught the worker a newer event. Only the admin key reaches it
-//! (`auth::authenticate`). The moving is `EventBus::replay_parked`.
+//! once an upgrade taught the worker a newer event. Only the admin key reaches it, or anyone
+//! on a server with auth off (`auth::allow`). The moving is `EventBus::replay_parked`.
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request, State};

@@ -533,3 +533,51 @@ async fn replay_with_the_broker_down_is_unavailable() {
         .expect("json");
     assert_eq!(log["items"][0]["outcome"], "backend_unavailable", "{log}");
 }
+
+/// The embedded default with auth off (loopback, no admin key) serves the replay to anyone, as
+/// it serves every tenant: its parked messages live in memory, and restarting it with an admin
+/// key to replay them would lose them. The other admin routes stay closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_embedded_server_replays_without_an_admin_key() {
+    let app = TestApp::with(
+        Mode::Embedded,
+        Options {
+            no_worker: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let bus = app.backends.bus.clone();
+    let event = Event::TurnsAppended {
+        sessions: vec![Appended {
+            tenant: tenant(),
+            session_id: "open".into(),
+            last_seq: 1,
+        }],
+    };
+    bus.publish(&event).await.expect("publish");
+    let mut older = bus.subscribe(WorkerKind::Index, 1).await.expect("subscribe");
+    let delivery = expect_delivery(older.as_mut(), "the event").await;
+    older.settle(delivery, Outcome::Reject).await.expect("reject");
+    older.cancel().await.expect("cancel");
+    drop(older);
+
+    let response = app
+        .client
+        .post(app.url("/v1/admin/queues/index/parked/replay"))
+        .send()
+        .await
+        .expect("send the replay");
+    assert_eq!(response.status(), StatusCode::OK);
+    let answer: Value = response.json().await.expect("json");
+    assert_eq!(answer["items"].as_array().map(Vec::len), Some(1), "{answer}");
+    let stats = bus.stats(WorkerKind::Index).await.expect("stats");
+    assert_eq!((stats.parked, stats.ready), (0, 1), "back in the queue");
+
+    let keys = app.client.get(app.url("/v1/admin/keys")).send().await.expect("send");
+    assert_eq!(
+        keys.status(),
+        StatusCode::FORBIDDEN,
+        "the other admin routes stay closed"
+    );
+}
