@@ -360,13 +360,7 @@ impl EventBus for AmqpBus {
                 let Some(message) = taken else { break };
                 let raw = message.delivery;
                 let headers = raw.properties.headers();
-                let message_id = raw
-                    .properties
-                    .message_id()
-                    .as_ref()
-                    .map(|id| id.as_str().to_owned())
-                    .filter(|id| !id.is_empty())
-                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                let message_id = message_id_of(&raw.properties);
                 let entry = Replayed {
                     reason: header_str(headers, HEADER_PARKED_REASON)
                         .or_else(|| header_str(headers, HEADER_FIRST_DEATH_REASON))
@@ -380,13 +374,7 @@ impl EventBus for AmqpBus {
                 let sent = self.shared.publish("", &work_queue, &raw.data, properties, true).await;
                 if let Err(error) = sent {
                     // Back to the head of the parked queue at once; closing the channel would too.
-                    let _ = raw
-                        .acker
-                        .nack(BasicNackOptions {
-                            multiple: false,
-                            requeue: true,
-                        })
-                        .await;
+                    requeue(&raw.acker).await;
                     return Err(error);
                 }
                 // Only now that the copy is confirmed: a crash before this line duplicates, never loses.
@@ -788,15 +776,7 @@ struct AmqpSubscription {
 
 impl AmqpSubscription {
     fn delivery(&self, raw: lapin::message::Delivery) -> Delivery {
-        let message_id = raw
-            .properties
-            .message_id()
-            .as_ref()
-            .map(|id| id.as_str().to_owned())
-            .filter(|id| !id.is_empty())
-            // A message from outside sediment may have none; give it one so that its retry
-            // and parked copies can be traced.
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let message_id = message_id_of(&raw.properties);
         let attempt = header_u32(raw.properties.headers(), HEADER_ATTEMPT).unwrap_or(1).max(1);
         let headers = raw.properties.headers();
         let trace = TraceContext::from_headers(
@@ -897,13 +877,7 @@ impl Subscription for AmqpSubscription {
         if let Err(error) = self.copy(&delivery, raw, outcome).await {
             // Hand the message back at once rather than hold its prefetch slot until the
             // channel closes; it comes back with the same attempt.
-            let _ = raw
-                .acker
-                .nack(BasicNackOptions {
-                    multiple: false,
-                    requeue: true,
-                })
-                .await;
+            requeue(&raw.acker).await;
             return Err(error);
         }
         // Only now that any copy is confirmed: a crash before this line duplicates, never loses.
@@ -931,6 +905,28 @@ fn message_properties(message_id: &str, headers: FieldTable) -> BasicProperties 
         .with_message_id(message_id.into())
         .with_delivery_mode(DELIVERY_MODE_PERSISTENT)
         .with_headers(headers)
+}
+
+/// A message's id; a message from outside sediment may have none, and gets one so that its
+/// retry, parked and replayed copies can be traced.
+fn message_id_of(properties: &BasicProperties) -> String {
+    properties
+        .message_id()
+        .as_ref()
+        .map(|id| id.as_str().to_owned())
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+/// Returns an unsettled message to the head of its queue. Best effort: if the nack is lost,
+/// closing the channel returns the message all the same.
+async fn requeue(acker: &lapin::Acker) {
+    let _ = acker
+        .nack(BasicNackOptions {
+            multiple: false,
+            requeue: true,
+        })
+        .await;
 }
 
 /// Properties for a retry, parked or replayed copy: the original's, minus the broker's

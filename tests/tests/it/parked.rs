@@ -51,6 +51,19 @@ async fn replay(app: &TestApp, kind: &str, body: Option<Value>) -> (StatusCode, 
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// The operator's log of replays, newest first (`query`: more parameters, `&...`).
+async fn replay_log(app: &TestApp, query: &str) -> Value {
+    app.client
+        .get(app.url(&format!("/v1/admin/audit?action=parked.replay{query}")))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json")
+}
+
 /// Polls `check` until it holds, for up to [`WAIT`].
 async fn within_wait<F, Fut>(what: &str, check: F)
 where
@@ -417,16 +430,7 @@ async fn replay_refuses_an_unknown_kind_and_a_bad_limit() {
     assert_eq!(response.status(), StatusCode::FORBIDDEN);
 
     // Every call the admin key made is in the operator's log, with its outcome.
-    let log: Value = app
-        .client
-        .get(app.url("/v1/admin/audit?action=parked.replay&limit=50"))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("json");
+    let log = replay_log(&app, "&limit=50").await;
     let entries: Vec<(String, String)> = log["items"]
         .as_array()
         .expect("items")
@@ -521,16 +525,7 @@ async fn replay_with_the_broker_down_is_unavailable() {
     let (status, answer) = replay(&app, "index", None).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
     assert_eq!(answer["code"], "backend_unavailable", "{answer}");
-    let log: Value = app
-        .client
-        .get(app.url("/v1/admin/audit?action=parked.replay"))
-        .bearer_auth(ADMIN_KEY)
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("json");
+    let log = replay_log(&app, "").await;
     assert_eq!(log["items"][0]["outcome"], "backend_unavailable", "{log}");
 }
 
