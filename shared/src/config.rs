@@ -605,10 +605,11 @@ impl LayerSettings {
         let scene = crate::scene::run::SceneSettings {
             cap,
             timer,
-            lease: millis(vars, "SCENE_LEASE_MS", 600_000)?,
+            lease: millis(vars, "SCENE_LEASE_MS", 30_000)?,
             max_steps: positive(vars, "SCENE_MAX_STEPS", 8)?,
             max_memories: positive(vars, "SCENE_MAX_MEMORIES", 200)?,
             retry_after: millis(vars, "SCENE_RETRY_MS", 120_000)?,
+            ..crate::scene::run::SceneSettings::default()
         };
         let persona = crate::persona::build::PersonaSettings {
             trigger: crate::persona::trigger::PersonaTriggerSettings {

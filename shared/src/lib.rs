@@ -32,6 +32,7 @@ pub mod files;
 mod http_retry;
 pub mod index;
 pub mod indexer;
+pub mod lease;
 pub mod llm;
 pub mod memory;
 pub mod metrics;

@@ -567,7 +567,7 @@ fn layer_env() -> Vec<(&'static str, String)> {
         ("SCENE_MIN_GAP_MS", "300".into()),
         ("SCENE_MAX_WAIT_MS", "5000".into()),
         ("SCENE_RETRY_MS", "2000".into()),
-        ("SCENE_LEASE_MS", "20000".into()),
+        ("SCENE_LEASE_MS", "3000".into()),
         ("PERSONA_LEASE_MS", "3000".into()),
     ]
 }

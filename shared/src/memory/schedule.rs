@@ -22,6 +22,7 @@ use uuid::Uuid;
 use super::pipeline::{MemoryIndexer, Pipeline, PipelineError};
 use crate::bus::{Event, EventBus};
 use crate::domain::Tenant;
+use crate::lease;
 use crate::metrics;
 use crate::store::memory::EXTRACT_CONSUMER;
 use crate::store::TranscriptStore;
@@ -227,33 +228,24 @@ impl Scheduler {
     }
 
     fn lease_until(&self) -> chrono::DateTime<Utc> {
-        Utc::now() + chrono::Duration::from_std(self.settings.lease).unwrap_or(chrono::Duration::MAX)
+        lease::end_of(self.settings.lease)
     }
 
-    /// Renews the run's lease every third of its length, for as long as the run lasts; returns
-    /// only when another run holds the session. A lease that only outlasted one batch had to be
-    /// long enough for an LLM call with its retries (it was 10 minutes), and a killed worker's
-    /// sessions waited that long.
+    /// Renews the run's lease while it lasts (`lease::keep`); returns only when another run
+    /// holds the session. A lease that only outlasted one batch had to be long enough for an
+    /// LLM call with its retries (it was 10 minutes), and a killed worker's sessions waited
+    /// that long.
     async fn keep_lease(&self, session_id: &str, owner: Uuid) {
         let memories = self.pipeline.memories();
-        loop {
-            tokio::time::sleep(self.settings.lease / 3).await;
-            match memories.claim_session(session_id, owner, self.lease_until()).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::warn!(
-                        session_id,
-                        "lost the extraction lease to another run; stopping this one"
-                    );
-                    ::metrics::counter!(metrics::EXTRACT_LEASES_LOST).increment(1);
-                    return;
-                }
-                // The lease may still hold; the next renewal tells.
-                Err(e) => {
-                    tracing::warn!(session_id, error = %crate::runtime::error_chain(&e), "failed to renew the extraction lease")
-                }
-            }
-        }
+        lease::keep(self.settings.lease, "extraction", |until| {
+            memories.claim_session(session_id, owner, until)
+        })
+        .await;
+        tracing::warn!(
+            session_id,
+            "lost the extraction lease to another run; stopping this one"
+        );
+        ::metrics::counter!(metrics::EXTRACT_LEASES_LOST).increment(1);
     }
 
     async fn drain_memories(&self) {

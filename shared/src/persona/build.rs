@@ -30,6 +30,7 @@ use super::trigger::{decide, PersonaState, PersonaTrigger, PersonaTriggerSetting
 use crate::bus::{Event, WorkerKind};
 use crate::domain::Tenant;
 use crate::files::{FileError, FileStore};
+use crate::lease;
 use crate::llm::{trace, CallLabels, ChatClient, Message, Prompts, TemplateId};
 use crate::memory::redact::{count_masked, redact, redact_json};
 use crate::memory::{Category, EngineError, EngineRun, Memory, MemoryStatus, TemplateRef};
@@ -418,22 +419,15 @@ impl PersonaBuilder {
         }
     }
 
-    /// Renews the build's lease every third of its length, for as long as the build lasts;
-    /// returns only once another build holds the owner.
+    /// Renews the build's lease while it lasts (`lease::keep`); returns only once another
+    /// build holds the owner.
     async fn keep_lease(&self, tenant: &Tenant, token: Uuid) {
-        loop {
-            tokio::time::sleep(self.settings.lease / 3).await;
-            let until = Utc::now() + chrono::Duration::from_std(self.settings.lease).unwrap_or(chrono::Duration::MAX);
-            match self.scenes.renew_persona(tenant, token, until).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::warn!("lost the persona lease to another build; its commit will fail");
-                    return;
-                }
-                // The lease may still hold; the next renewal tells.
-                Err(e) => tracing::warn!(error = %error_chain(&e), "failed to renew the persona lease"),
-            }
-        }
+        let scenes = &self.scenes;
+        lease::keep(self.settings.lease, "persona", |until| {
+            scenes.renew_persona(tenant, token, until)
+        })
+        .await;
+        tracing::warn!("lost the persona lease to another build; its commit will fail");
     }
 
     /// The memories that speak to who the owner is and how they work, highest priority first.

@@ -8,9 +8,12 @@
 //!                 (crash: the lease expires; the next claim sees
 //!                  the abandoned token and restores its journal)
 //! ```
-//! The database commit is fenced by the lease token, and the editor stops writing at half the
-//! lease, so a stalled run cannot overwrite a newer run's files. A commit releases the lease,
-//! so a journal left behind by a crash after the commit is never restored, only garbage.
+//! The lease is short (`SEDIMENT_SCENE_LEASE_MS`, 30 s) and renewed every third of it while the
+//! run works (`lease::keep`), so a worker that dies holds its owner one lease at most. The
+//! database commit is fenced by the lease token, and nothing is written, rollbacks included,
+//! past half a lease after the last renewal the store took ([`WriteDeadline`]), so a stalled
+//! run cannot overwrite a newer run's files. A commit releases the lease, so a journal left
+//! behind by a crash after the commit is never restored, only garbage.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,10 +27,11 @@ use super::doc::SceneDoc;
 use super::editor::{memory_refs, EditError, SceneEditor};
 use super::journal::{self, Journal};
 use super::timer::{self, SceneTimer, SceneTimerSettings};
-use super::workspace::{core_content_lost, Touch, Workspace};
+use super::workspace::{core_content_lost, Touch, Workspace, WriteDeadline};
 use crate::bus::{Event, EventBus, WorkerKind};
 use crate::domain::Tenant;
 use crate::files::{FileError, FileStore};
+use crate::lease;
 use crate::memory::{Memory, MemoryStatus};
 use crate::metrics;
 use crate::runtime::{error_chain, Handler, HandlerError};
@@ -41,8 +45,12 @@ pub struct SceneSettings {
     /// Most active scenes per owner (seed 001: 15).
     pub cap: usize,
     pub timer: SceneTimerSettings,
-    /// How long a run holds its owner; the editor stops writing at half of it.
+    /// How long a run holds its owner without renewing; it renews every third while it
+    /// works, and stops writing half a lease after the last renewal.
     pub lease: Duration,
+    /// The longest a run may write for, however often it renews (the half of the 10-minute
+    /// lease runs had before they renewed).
+    pub max_run: Duration,
     /// Most LLM steps per run.
     pub max_steps: usize,
     /// Most memories given to one run; the rest go to a run right after.
@@ -56,7 +64,8 @@ impl Default for SceneSettings {
         Self {
             cap: 15,
             timer: SceneTimerSettings::default(),
-            lease: Duration::from_secs(600),
+            lease: Duration::from_secs(30),
+            max_run: Duration::from_secs(300),
             max_steps: 8,
             max_memories: 200,
             retry_after: Duration::from_secs(120),
@@ -75,6 +84,8 @@ pub enum SceneError {
     Edit(#[from] EditError),
     #[error("the run was rolled back: {0}")]
     RolledBack(String),
+    #[error("the run passed its write deadline before it could roll back; the next run restores the folder")]
+    PastDeadline,
 }
 
 impl SceneError {
@@ -84,7 +95,7 @@ impl SceneError {
             Self::Files(e) => e.is_retryable(),
             // The timer retries a failed run itself (`retry_after`); a redelivery would only
             // find the owner not due.
-            Self::Edit(_) | Self::RolledBack(_) => false,
+            Self::Edit(_) | Self::RolledBack(_) | Self::PastDeadline => false,
         }
     }
 }
@@ -254,15 +265,26 @@ impl SceneRunner {
     /// Runs the owner's scene editing now, whatever the timer says (the timer still moves as
     /// after any run).
     pub async fn run(&self, tenant: &Tenant) -> Result<RunOutcome, SceneError> {
+        // Read before the claim: the lease runs from no later than this.
+        let started = Instant::now();
         let now = Utc::now();
         let Some(lease) = self.scenes.claim_scene_run(tenant, now, self.settings.lease).await? else {
             ::metrics::counter!(metrics::SCENE_RUNS, "result" => "busy").increment(1);
             return Ok(RunOutcome::Busy);
         };
-        let started = Instant::now();
+        let deadline = WriteDeadline::new(started, self.settings.lease, self.settings.max_run);
         // Set while the folder may hold uncommitted edits that no rollback has undone.
         let mut dirty = false;
-        let result = self.run_claimed(tenant, &lease, started, &mut dirty).await;
+        let result = {
+            let work = self.run_claimed(tenant, &lease, &deadline, started, &mut dirty);
+            tokio::pin!(work);
+            tokio::select! {
+                result = &mut work => result,
+                // Another run holds the owner now: this one writes nothing more, and its commit
+                // fails; let it get there, rolling back what it can.
+                () = self.keep_lease(tenant, lease.token, &deadline) => work.await,
+            }
+        };
         let label = match &result {
             Ok(RunOutcome::Edited { .. }) => "edited",
             Ok(RunOutcome::Nothing) => "nothing",
@@ -274,15 +296,43 @@ impl SceneRunner {
         ::metrics::counter!(metrics::SCENE_RUNS, "result" => label).increment(1);
         ::metrics::histogram!(metrics::SCENE_RUN_SECONDS, "result" => label).record(started.elapsed().as_secs_f64());
         if result.is_err() {
-            self.after_failure(tenant, &lease, dirty).await;
+            self.after_failure(tenant, &lease, &deadline, dirty).await;
         }
         result
+    }
+
+    /// Renews the run's lease while it lasts (`lease::keep`), moving its write deadline with
+    /// each renewal the store took, until the run's longest time: a run stuck past it lets its
+    /// lease run out. Returns only once another run holds the owner, with every write stopped.
+    async fn keep_lease(&self, tenant: &Tenant, token: Uuid, deadline: &WriteDeadline) {
+        let scenes = &self.scenes;
+        let renew = lease::keep(self.settings.lease, "scene", |until| {
+            let sent = Instant::now();
+            async move {
+                let held = scenes.renew_scene_run(tenant, token, until).await?;
+                if held {
+                    deadline.renewed(sent);
+                }
+                Ok::<_, StoreError>(held)
+            }
+        });
+        tokio::select! {
+            () = renew => {}
+            () = tokio::time::sleep_until(deadline.last_edit().into()) => {
+                tracing::warn!("scene run still going at its longest time; its lease runs out");
+                std::future::pending::<()>().await;
+            }
+        }
+        // Whatever the clocks say: another run may be writing.
+        deadline.end_now();
+        tracing::warn!("lost the scene lease to another run; this one stops writing and its commit will fail");
     }
 
     async fn run_claimed(
         &self,
         tenant: &Tenant,
         lease: &Lease,
+        deadline: &WriteDeadline,
         started: Instant,
         dirty: &mut bool,
     ) -> Result<RunOutcome, SceneError> {
@@ -303,15 +353,13 @@ impl SceneRunner {
         let rows = self.scenes.scenes(tenant, false).await?;
         let mut journal = Journal::new(self.files.clone(), tenant, lease.token);
         let docs = self.documents(rows, &mut journal).await?;
-        // Half the lease: a run past it stops writing long before another may claim the owner.
-        let deadline = started + self.settings.lease / 2;
         let mut workspace = Workspace::new(
             tenant.clone(),
             self.files.clone(),
             docs,
             self.settings.cap,
             lease.claimed_at,
-            deadline,
+            deadline.clone(),
             journal,
         );
         // From here the folder may hold edits that only the journal can undo.
@@ -321,7 +369,8 @@ impl SceneRunner {
             Ok(outcome) => outcome,
             Err(e) => {
                 let reason = format!("{} editor failed: {}", self.editor.mode(), error_chain(&e));
-                self.roll_back(tenant, lease, &reason, &memories, edit_started).await?;
+                self.roll_back(tenant, lease, deadline, &reason, &memories, edit_started)
+                    .await?;
                 *dirty = false;
                 return Err(SceneError::Edit(e));
             }
@@ -330,7 +379,8 @@ impl SceneRunner {
             (Some(Touch::Updated), Some(before)) => core_content_lost(before, &e.doc),
             _ => None,
         }) {
-            self.roll_back(tenant, lease, &reason, &memories, edit_started).await?;
+            self.roll_back(tenant, lease, deadline, &reason, &memories, edit_started)
+                .await?;
             *dirty = false;
             return Err(SceneError::RolledBack(reason));
         }
@@ -520,10 +570,19 @@ impl SceneRunner {
         &self,
         tenant: &Tenant,
         lease: &Lease,
+        deadline: &WriteDeadline,
         reason: &str,
         memories: &[Memory],
         started_at: DateTime<Utc>,
     ) -> Result<(), SceneError> {
+        if deadline.lease_passed() {
+            // A newer run may hold the owner; the rollback is its claim's to do.
+            tracing::warn!(
+                reason,
+                "scene run failed past its write deadline; the next run restores the folder"
+            );
+            return Err(SceneError::PastDeadline);
+        }
         tracing::warn!(reason, "scene run rolled back");
         ::metrics::counter!(metrics::SCENE_ROLLBACKS).increment(1);
         journal::restore(&*self.files, tenant, lease.token).await?;
@@ -567,8 +626,8 @@ impl SceneRunner {
     /// After a failed run: retry later (the timer's failure rule) and give the owner back —
     /// unless the folder may still hold the run's edits (its rollback failed too): then the
     /// owner is given back once a rollback tried again succeeds, or, if none does by half the
-    /// lease, the lease is left to expire and the next claim restores the folder.
-    async fn after_failure(&self, tenant: &Tenant, lease: &Lease, dirty: bool) {
+    /// write deadline, the lease is left to expire and the next claim restores the folder.
+    async fn after_failure(&self, tenant: &Tenant, lease: &Lease, deadline: &WriteDeadline, dirty: bool) {
         let now = Utc::now();
         let retry = self.settings.retry_after;
         let moved = self
@@ -587,7 +646,7 @@ impl SceneRunner {
         }
         if dirty {
             tracing::error!("scene run failed and could not roll back; trying again while the lease holds");
-            self.spawn_rollback(tenant.clone(), *lease);
+            self.spawn_rollback(tenant.clone(), *lease, deadline.clone());
             return;
         }
         if let Err(e) = self.scenes.release_scene_run(tenant, lease.token).await {
@@ -596,22 +655,18 @@ impl SceneRunner {
     }
 
     /// Tries the rollback of a failed run again (its file store was down) until it succeeds,
-    /// then gives the owner back; past half the lease it stops, and the claim after the lease
-    /// restores the folder. Only waiting for the lease kept the owner's scenes still for its
-    /// whole length (10 minutes by default) after the store was back.
-    fn spawn_rollback(&self, tenant: Tenant, lease: Lease) {
+    /// then gives the owner back; once the lease is no longer safe (no renewal moves it any
+    /// more) it stops, and the claim after the lease restores the folder.
+    fn spawn_rollback(&self, tenant: Tenant, lease: Lease, deadline: WriteDeadline) {
         let files = self.files.clone();
         let scenes = self.scenes.clone();
-        // The editor's rule: nothing is written past half the lease, when a newer run may
-        // already be near.
-        let last = lease.claimed_at + chrono::Duration::from_std(self.settings.lease / 2).unwrap_or_default();
         tokio::spawn(async move {
             let mut wait = ROLLBACK_RETRY_FIRST;
             loop {
                 tokio::time::sleep(wait).await;
-                if Utc::now() >= last {
+                if deadline.lease_passed() {
                     tracing::warn!(
-                        "scene rollback still failing at half the lease; the next claim restores the folder"
+                        "scene rollback still failing at the run's write deadline; the next claim restores the folder"
                     );
                     return;
                 }

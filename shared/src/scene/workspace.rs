@@ -10,14 +10,16 @@
 //!   in the canonical shape, with the created/updated times the system keeps.
 //! - **The cap.** Every tool call is checked with `cap::check` before it writes; a refused call
 //!   writes nothing and tells the editor why (the LLM reads the reason and adapts).
-//! - **The lease.** Writes stop at the run's deadline (well inside the lease), so a stalled run
-//!   cannot write after another worker took the owner over.
+//! - **The lease.** Writes stop at the run's deadline, half a lease after the last renewal of
+//!   its lease that the store took ([`WriteDeadline`]), so a stalled run cannot write after
+//!   another worker took the owner over.
 //!
 //! Edits go to the file store at once (the folder is the editor's working copy); every first
 //! write to an object is journaled before it happens (`journal`), so the runner can put the
 //! folder back as it was if the run fails.
 
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -93,13 +95,72 @@ pub enum WorkspaceError {
     Deadline,
 }
 
+/// When a run stops writing. Its lease is safe until half a lease after the last renewal the
+/// store took: another run can claim the owner one lease after that renewal, and the other half
+/// covers a write already under way (and clocks that differ between workers). A run that stalls
+/// (a paused process, a store that stopped taking renewals) finds its deadline passed when it
+/// wakes. Edits also stop at the run's longest time; a rollback may still go after that, while
+/// the lease is safe. Clones share one deadline: the renewals move it, the workspace and the
+/// rollback read it.
+#[derive(Debug, Clone)]
+pub struct WriteDeadline {
+    lease_safe_until: Arc<Mutex<Instant>>,
+    half_lease: Duration,
+    last_edit: Instant,
+}
+
+impl WriteDeadline {
+    /// The deadline of a lease of `lease` claimed no later than `claimed`, for a run that may
+    /// edit for `max_run` from then.
+    pub fn new(claimed: Instant, lease: Duration, max_run: Duration) -> Self {
+        let half_lease = lease / 2;
+        Self {
+            lease_safe_until: Arc::new(Mutex::new(claimed + half_lease)),
+            half_lease,
+            last_edit: claimed + max_run,
+        }
+    }
+
+    /// The store took a renewal sent at `sent`: the lease holds one lease from then.
+    pub fn renewed(&self, sent: Instant) {
+        let mut until = self.lock();
+        *until = (*until).max(sent + self.half_lease);
+    }
+
+    /// Stops every write at once: the lease is another run's.
+    pub fn end_now(&self) {
+        *self.lock() = Instant::now();
+    }
+
+    /// When the run stops renewing: it may not edit any more.
+    pub fn last_edit(&self) -> Instant {
+        self.last_edit
+    }
+
+    /// Whether an edit must not be written any more.
+    pub fn passed(&self) -> bool {
+        self.lease_passed() || Instant::now() >= self.last_edit
+    }
+
+    /// Whether nothing may be written any more, a rollback included.
+    pub fn lease_passed(&self) -> bool {
+        Instant::now() >= *self.lock()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Instant> {
+        self.lease_safe_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The owner's scene folder during one run.
 pub struct Workspace {
     tenant: Tenant,
     files: std::sync::Arc<dyn FileStore>,
     cap: usize,
     now: DateTime<Utc>,
-    deadline: Instant,
+    deadline: WriteDeadline,
     entries: Vec<SceneEntry>,
     merged_this_run: bool,
     writes: usize,
@@ -115,7 +176,7 @@ impl Workspace {
         scenes: Vec<(SceneRow, SceneDoc)>,
         cap: usize,
         now: DateTime<Utc>,
-        deadline: Instant,
+        deadline: WriteDeadline,
         journal: Journal,
     ) -> Self {
         let entries = scenes
@@ -371,7 +432,7 @@ impl Workspace {
     }
 
     fn guard(&self) -> Result<(), WorkspaceError> {
-        if Instant::now() >= self.deadline {
+        if self.deadline.passed() {
             return Err(WorkspaceError::Deadline);
         }
         Ok(())
@@ -429,6 +490,31 @@ mod tests {
             })
             .collect();
         doc
+    }
+
+    #[test]
+    fn a_write_deadline_follows_the_renewals_and_stops_edits_at_the_longest_run() {
+        let s = Duration::from_secs;
+        let claimed = Instant::now();
+        let deadline = WriteDeadline::new(claimed, s(30), s(100));
+        assert_eq!(*deadline.lock(), claimed + s(15), "half the first lease");
+        let shared = deadline.clone();
+        shared.renewed(claimed + s(10));
+        assert_eq!(*deadline.lock(), claimed + s(25), "a renewal moves every clone");
+        shared.renewed(claimed + s(5));
+        assert_eq!(
+            *deadline.lock(),
+            claimed + s(25),
+            "a renewal sent earlier moves nothing"
+        );
+        assert!(!deadline.passed() && !deadline.lease_passed());
+
+        let long_ago = Instant::now() - s(1);
+        let past_its_time = WriteDeadline::new(long_ago, s(30), Duration::from_millis(500));
+        assert!(past_its_time.passed(), "no edit past the longest run");
+        assert!(!past_its_time.lease_passed(), "but a rollback while the lease is safe");
+        shared.end_now();
+        assert!(deadline.lease_passed(), "a lost lease stops every write");
     }
 
     #[test]

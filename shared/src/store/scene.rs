@@ -212,6 +212,12 @@ pub trait SceneStore: Send + Sync + 'static {
     /// Gives the lease back (only with its token; a no-op otherwise).
     async fn release_scene_run(&self, tenant: &Tenant, token: Uuid) -> StoreResult<()>;
 
+    /// Extends the scene lease held with `token` to `until`, keeping its claim time: `false`,
+    /// and nothing changed, when the token is no longer the owner's (released, committed, or
+    /// expired and claimed by another run). A lease that expired but that nobody claimed since
+    /// is renewed: no other run can have started in between.
+    async fn renew_scene_run(&self, tenant: &Tenant, token: Uuid, until: DateTime<Utc>) -> StoreResult<bool>;
+
     /// Writes a finished run in one transaction — rows, provenance, schedule (see
     /// [`SceneRunCommit::schedule`]), the persona signal — and releases the lease. Returns
     /// `false` and writes nothing when `lease` is no longer held (expired and claimed by

@@ -31,7 +31,7 @@ pub async fn scene_store_suite(store: Arc<dyn SceneStore>) {
     due_owners_are_due_and_free(&*store).await;
     concurrent_claims_have_one_winner(Arc::clone(&store)).await;
     leases_expire_and_release_only_with_their_token(&*store).await;
-    persona_leases_are_renewed_only_by_their_holder(&*store).await;
+    leases_are_renewed_only_by_their_holder(&*store).await;
     a_lost_lease_commits_nothing(&*store).await;
     a_commit_reschedules_after_a_late_l1(&*store).await;
     persona_signals_and_builds(&*store).await;
@@ -409,35 +409,79 @@ pub async fn leases_expire_and_release_only_with_their_token(store: &dyn SceneSt
     }
 }
 
-/// A build renews its persona lease while it works: the holder's token moves the lease's end,
-/// so a claim before the new end finds it held. Another token, a lease another build took and
-/// a released lease are not renewed; an expired lease nobody claimed since still is.
-pub async fn persona_leases_are_renewed_only_by_their_holder(store: &dyn SceneStore) {
+/// A run renews its scene lease, and a build its persona lease, while it works: the holder's
+/// token moves the lease's end, so a claim before the new end finds it held. Another token, a
+/// lease another run took and a released lease are not renewed; an expired lease nobody
+/// claimed since still is.
+pub async fn leases_are_renewed_only_by_their_holder(store: &dyn SceneStore) {
     let t = &tenant();
     let short = Duration::from_secs(60);
-    let claim_at = |now| async move { store.claim_persona(t, now, short).await.expect("claim") };
-    let renew = |token, until| async move { store.renew_persona(t, token, until).await.expect("renew") };
+    for persona in [false, true] {
+        let claim_at = |now| async move {
+            if persona {
+                store.claim_persona(t, now, short).await.expect("claim")
+            } else {
+                store.claim_scene_run(t, now, short).await.expect("claim")
+            }
+        };
+        let renew = |token, until| async move {
+            if persona {
+                store.renew_persona(t, token, until).await.expect("renew")
+            } else {
+                store.renew_scene_run(t, token, until).await.expect("renew")
+            }
+        };
+        let release = |token| async move {
+            if persona {
+                store.release_persona(t, token).await.expect("release");
+            } else {
+                store.release_scene_run(t, token).await.expect("release");
+            }
+        };
 
-    let first = claim_at(at(0)).await.expect("a free lease is claimed");
-    assert!(renew(first.token, at(120)).await, "the holder renews");
-    assert_eq!(claim_at(at(90)).await, None, "a renewed lease holds past its first end");
-    assert!(!renew(Uuid::new_v4(), at(500)).await, "another token renews nothing");
-    let second = claim_at(at(120)).await.expect("a renewed lease ends at its new end");
-    assert_eq!(second.abandoned, Some(first.token));
-    assert!(
-        !renew(first.token, at(500)).await,
-        "a lease another build took is not renewed"
-    );
-    assert_eq!(claim_at(at(150)).await, None, "and stays the other build's");
-    store.release_persona(t, second.token).await.expect("release");
-    assert!(!renew(second.token, at(500)).await, "a released lease is not renewed");
+        let first = claim_at(at(0)).await.expect("a free lease is claimed");
+        assert!(
+            renew(first.token, at(120)).await,
+            "the holder renews (persona {persona})"
+        );
+        assert_eq!(
+            claim_at(at(90)).await,
+            None,
+            "a renewed lease holds past its first end (persona {persona})"
+        );
+        assert!(
+            !renew(Uuid::new_v4(), at(500)).await,
+            "another token renews nothing (persona {persona})"
+        );
+        let second = claim_at(at(120)).await.expect("a renewed lease ends at its new end");
+        assert_eq!(second.abandoned, Some(first.token), "persona {persona}");
+        assert!(
+            !renew(first.token, at(500)).await,
+            "a lease another run took is not renewed (persona {persona})"
+        );
+        assert_eq!(
+            claim_at(at(150)).await,
+            None,
+            "and stays the other run's (persona {persona})"
+        );
+        release(second.token).await;
+        assert!(
+            !renew(second.token, at(500)).await,
+            "a released lease is not renewed (persona {persona})"
+        );
 
-    let third = claim_at(at(200)).await.expect("a released lease is claimed");
-    assert!(
-        renew(third.token, at(400)).await,
-        "a lease past its end that nobody claimed is renewed"
-    );
-    assert_eq!(claim_at(at(300)).await, None, "and holds to its new end");
+        let third = claim_at(at(200)).await.expect("a released lease is claimed");
+        assert!(
+            renew(third.token, at(400)).await,
+            "a lease past its end that nobody claimed is renewed (persona {persona})"
+        );
+        assert_eq!(
+            claim_at(at(300)).await,
+            None,
+            "and holds to its new end (persona {persona})"
+        );
+        release(third.token).await;
+    }
 }
 
 /// A commit whose lease was claimed by another run (or released) returns `false` and writes

@@ -1,10 +1,10 @@
 //! Scene runs against real stores and file stores (SQLite + a local directory; Postgres + the
 //! S3 server when `SEDIMENT_TEST_S3_URL` is set, else a local directory): the cap through the
-//! editor's tools, two runners racing on one owner, rollback of a failed edit, and recovery of
-//! a run that died mid-edit.
+//! editor's tools, two runners racing on one owner, rollback of a failed edit, recovery of a
+//! run that died mid-edit, and the lease a long run renews.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{SubsecRound as _, Utc};
@@ -18,7 +18,7 @@ use shared::scene::journal::Journal;
 use shared::scene::paths;
 use shared::scene::run::{RunOutcome, SceneError, SceneRunner, SceneSettings};
 use shared::scene::timer::SceneTimerSettings;
-use shared::scene::workspace::{Refusal, Workspace};
+use shared::scene::workspace::{Refusal, Workspace, WorkspaceError, WriteDeadline};
 use shared::store::memory::{BatchCommit, MemoryStore};
 use shared::store::scene::{SceneSchedule, SceneStore, LAYER_L2};
 use shared::store::TranscriptStore;
@@ -258,6 +258,184 @@ async fn two_runners_on_one_owner_never_corrupt_a_document_postgres() {
     racing_runners(Fixture::postgres().await).await;
 }
 
+/// Writes half an edit to the first scene, works on (`None`: for ever), then writes again:
+/// an editor as slow as an LLM agent can be.
+struct WritesThenWorks(Option<Duration>);
+
+#[async_trait]
+impl SceneEditor for WritesThenWorks {
+    fn mode(&self) -> &'static str {
+        "llm"
+    }
+    async fn edit(&self, workspace: &mut Workspace, _memories: &[Memory]) -> Result<EditOutcome, EditError> {
+        let entry = workspace.entries()[0].clone();
+        let mut doc = entry.doc.clone();
+        doc.overview = "half-written".into();
+        workspace
+            .update(&entry.reference, doc.clone())
+            .await?
+            .expect("the update itself is allowed");
+        match self.0 {
+            Some(work) => tokio::time::sleep(work).await,
+            None => std::future::pending().await,
+        }
+        doc.overview = "written late".into();
+        workspace
+            .update(&entry.reference, doc)
+            .await?
+            .expect("the update itself is allowed");
+        Err(EditError::Engine(EngineError::Malformed(
+            "not meant to get this far".into(),
+        )))
+    }
+}
+
+/// The owner with one scene, edited by a first run; returns the folder after it.
+async fn one_scene(f: &Fixture, t: &Tenant) -> Vec<(Uuid, String)> {
+    add_memory(&*f.store, t, "报表任务 02:00 批量执行", Category::Episodic, "慢查询").await;
+    let rules = f.runner(Arc::new(RulesSceneEditor), settings());
+    assert!(matches!(
+        rules.run(t).await.expect("first run"),
+        RunOutcome::Edited { .. }
+    ));
+    documents(f, t).await
+}
+
+/// A run three leases long (an LLM editor that takes its time) renews its lease: two leases
+/// in, another runner finds the owner busy, and the run's write at the end is still inside its
+/// deadline, so it commits. Without the renewal the other runner took the owner after one
+/// lease and the long run's write was refused at half of it.
+async fn long_run_renews(f: Fixture) {
+    let t = tenant();
+    add_memory(
+        &*f.store,
+        &t,
+        "实例 A 在 02:10 出现慢查询",
+        Category::Episodic,
+        "慢查询",
+    )
+    .await;
+    // Renewed every 0.5 s, so the deadline is always at least 0.25 s ahead: room for a busy
+    // machine's late timers.
+    let lease = Duration::from_millis(1500);
+    let short = SceneSettings { lease, ..settings() };
+    let long = f.runner(Arc::new(Slow(lease * 3)), short.clone());
+    let other = f.runner(Arc::new(RulesSceneEditor), short);
+    let owner = t.clone();
+    let run = tokio::spawn(async move { long.run(&owner).await });
+    tokio::time::sleep(lease * 2).await;
+    assert_eq!(
+        other.run(&t).await.expect("the other run"),
+        RunOutcome::Busy,
+        "two leases in, the long run still holds the owner"
+    );
+    assert_eq!(
+        run.await.expect("join").expect("the long run"),
+        RunOutcome::Edited { scenes: 1, memories: 1 }
+    );
+    let rows = f.store.scenes(&t, false).await.expect("rows");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].version, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_many_leases_long_renews_its_lease_and_commits_sqlite() {
+    long_run_renews(Fixture::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_many_leases_long_renews_its_lease_and_commits_postgres() {
+    long_run_renews(Fixture::postgres().await).await;
+}
+
+/// A run killed mid-edit (its task dropped, as a SIGKILLed worker's would stop) holds its
+/// owner one lease at most: another runner takes the owner within a lease of the kill,
+/// restores what the dead run wrote, and does its own work.
+async fn killed_run_frees_owner(f: Fixture) {
+    let t = tenant();
+    let before = one_scene(&f, &t).await;
+    add_memory(&*f.store, &t, "新 SQL 没有走索引", Category::WorkFact, "慢查询").await;
+    let lease = Duration::from_secs(1);
+    let short = SceneSettings { lease, ..settings() };
+    let hangs = f.runner(Arc::new(WritesThenWorks(None)), short.clone());
+    let other = f.runner(Arc::new(RulesSceneEditor), short);
+    let owner = t.clone();
+    let run = tokio::spawn(async move { hangs.run(&owner).await });
+    let written = Instant::now();
+    while !documents(&f, &t).await[0].1.contains("half-written") {
+        assert!(
+            written.elapsed() < Duration::from_secs(10),
+            "the hanging run never wrote"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(lease * 2).await;
+    assert_eq!(
+        other.run(&t).await.expect("busy"),
+        RunOutcome::Busy,
+        "renewed while it works"
+    );
+
+    run.abort();
+    let killed = Instant::now();
+    let outcome = loop {
+        let outcome = other.run(&t).await.expect("the other run");
+        if outcome != RunOutcome::Busy {
+            break outcome;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let waited = killed.elapsed();
+    assert!(matches!(outcome, RunOutcome::Edited { .. }), "{outcome:?}");
+    assert!(waited < lease * 3, "the owner waited {waited:?} after the kill");
+    let after = documents(&f, &t).await;
+    assert!(!after[0].1.contains("half-written"), "the dead run's edit is undone");
+    let old = SceneDoc::parse(&before[0].1).expect("old");
+    let doc = SceneDoc::parse(&after[0].1).expect("a well-formed document");
+    assert_eq!(doc.overview, old.overview);
+    assert!(doc.conclusions.iter().any(|c| c.contains("没有走索引")), "{doc:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_run_frees_its_owner_within_one_lease_sqlite() {
+    killed_run_frees_owner(Fixture::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_run_frees_its_owner_within_one_lease_postgres() {
+    killed_run_frees_owner(Fixture::postgres().await).await;
+}
+
+/// A run past its longest time writes no more edits, however well it renews; while its lease
+/// is still safe it rolls back what it wrote and gives the owner back at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_its_longest_time_stops_editing_and_rolls_back() {
+    let f = Fixture::sqlite().await;
+    let t = tenant();
+    let before = one_scene(&f, &t).await;
+    add_memory(&*f.store, &t, "新 SQL 没有走索引", Category::WorkFact, "慢查询").await;
+    let capped = SceneSettings {
+        lease: Duration::from_secs(3),
+        max_run: Duration::from_millis(300),
+        ..settings()
+    };
+    let slow = f.runner(Arc::new(WritesThenWorks(Some(Duration::from_millis(600)))), capped);
+    let error = slow.run(&t).await.expect_err("the run is cut off");
+    assert!(
+        matches!(error, SceneError::Edit(EditError::Workspace(WorkspaceError::Deadline))),
+        "{error:?}"
+    );
+    assert_eq!(documents(&f, &t).await, before, "the folder is restored");
+    assert!(
+        f.store
+            .claim_scene_run(&t, Utc::now(), Duration::from_secs(1))
+            .await
+            .expect("claim")
+            .is_some(),
+        "the owner was given back"
+    );
+}
+
 async fn failed_edit_rolls_back(f: Fixture) {
     let t = tenant();
     add_memory(&*f.store, &t, "报表任务 02:00 批量执行", Category::Episodic, "慢查询").await;
@@ -399,14 +577,14 @@ fn journal(f: &Fixture, t: &Tenant) -> Journal {
 async fn the_workspace_enforces_the_cap_and_the_folder() {
     let f = Fixture::sqlite().await;
     let t = tenant();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = WriteDeadline::new(Instant::now(), Duration::from_secs(120), Duration::from_secs(60));
     let mut ws = Workspace::new(
         t.clone(),
         f.files.clone(),
         Vec::new(),
         4,
         Utc::now(),
-        deadline,
+        deadline.clone(),
         journal(&f, &t),
     );
     for i in 0..3 {
@@ -454,7 +632,7 @@ async fn the_workspace_enforces_the_cap_and_the_folder() {
         rows,
         2,
         Utc::now(),
-        deadline,
+        deadline.clone(),
         journal(&f, &t),
     );
     assert!(matches!(
@@ -479,7 +657,7 @@ async fn the_workspace_enforces_the_cap_and_the_folder() {
         Vec::new(),
         4,
         Utc::now(),
-        std::time::Instant::now(),
+        WriteDeadline::new(Instant::now(), Duration::ZERO, Duration::ZERO),
         journal(&f, &t),
     );
     assert!(late.create(doc("late")).await.is_err());

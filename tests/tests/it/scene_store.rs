@@ -9,6 +9,7 @@ integration_tests::store_suite!(
         schedule_defaults_then_updates,
         due_owners_are_due_and_free,
         leases_expire_and_release_only_with_their_token,
+        leases_are_renewed_only_by_their_holder,
         a_lost_lease_commits_nothing,
         a_commit_reschedules_after_a_late_l1,
         persona_signals_and_builds,

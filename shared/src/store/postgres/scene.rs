@@ -39,6 +39,7 @@ mod sql {
     pub const UNSCHEDULED: &str = include_str!("queries/scene_unscheduled.sql");
     pub const SCENE_TAKE_LEASE: &str = include_str!("queries/scene_take_lease.sql");
     pub const SCENE_RELEASE: &str = include_str!("queries/scene_release.sql");
+    pub const SCENE_RENEW: &str = include_str!("queries/scene_renew.sql");
     pub const PERSONA_GET: &str = include_str!("queries/persona_get.sql");
     pub const PERSONA_SIGNAL: &str = include_str!("queries/persona_signal.sql");
     pub const PERSONA_ENSURE: &str = include_str!("queries/persona_ensure.sql");
@@ -154,6 +155,11 @@ impl SceneStore for PostgresStore {
     #[instrument(skip_all)]
     async fn release_scene_run(&self, tenant: &Tenant, token: Uuid) -> StoreResult<()> {
         self.release(sql::SCENE_RELEASE, tenant, token).await
+    }
+
+    #[instrument(skip_all)]
+    async fn renew_scene_run(&self, tenant: &Tenant, token: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
+        self.renew(sql::SCENE_RENEW, tenant, token, until).await
     }
 
     #[instrument(skip_all, fields(scenes = commit.scenes.len(), persona_signal = commit.persona_signal))]
@@ -293,22 +299,7 @@ impl SceneStore for PostgresStore {
 
     #[instrument(skip_all)]
     async fn renew_persona(&self, tenant: &Tenant, token: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
-        let client = self.client().await?;
-        let stmt = client.prepare_cached(sql::PERSONA_RENEW).await.map_err(pg_error)?;
-        let renewed = client
-            .execute(
-                &stmt,
-                &[
-                    &tenant.team,
-                    &tenant.agent,
-                    &tenant.user,
-                    &token,
-                    &truncate_to_micros(until),
-                ],
-            )
-            .await
-            .map_err(pg_error)?;
-        Ok(renewed == 1)
+        self.renew(sql::PERSONA_RENEW, tenant, token, until).await
     }
 
     #[instrument(skip_all)]
@@ -440,6 +431,18 @@ impl PostgresStore {
             .await
             .map_err(pg_error)?;
         Ok(())
+    }
+
+    /// Runs one of the two lease renewals (`scene_renew.sql`, `persona_renew.sql`).
+    async fn renew(&self, query: &str, tenant: &Tenant, token: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(query).await.map_err(pg_error)?;
+        let until = truncate_to_micros(until);
+        let renewed = client
+            .execute(&stmt, &[&tenant.team, &tenant.agent, &tenant.user, &token, &until])
+            .await
+            .map_err(pg_error)?;
+        Ok(renewed == 1)
     }
 }
 

@@ -78,6 +78,8 @@ mod sql {
     pub const SCENE_RELEASE: &str = "UPDATE scene_schedule SET lease_token = NULL, lease_claimed_at = NULL, \
          lease_until = NULL, updated_at = ?5 \
          WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3 AND lease_token = ?4";
+    pub const SCENE_RENEW: &str = "UPDATE scene_schedule SET lease_until = ?5, updated_at = ?6 \
+         WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3 AND lease_token = ?4";
     pub const PERSONA_CLAIM: &str = "INSERT INTO personas AS p (team_id, agent_id, user_id, lease_token, \
          lease_claimed_at, lease_until, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
          ON CONFLICT (team_id, agent_id, user_id) DO UPDATE SET lease_token = excluded.lease_token, \
@@ -208,6 +210,11 @@ impl SceneStore for SqliteStore {
         self.release(sql::SCENE_RELEASE, tenant, token).await
     }
 
+    #[instrument(skip_all)]
+    async fn renew_scene_run(&self, tenant: &Tenant, token: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
+        self.renew(sql::SCENE_RENEW, tenant, token, until).await
+    }
+
     #[instrument(skip_all, fields(scenes = commit.scenes.len(), persona_signal = commit.persona_signal))]
     async fn commit_scene_run(&self, tenant: &Tenant, lease: &Lease, commit: &SceneRunCommit) -> StoreResult<bool> {
         check_owner(tenant, &commit.scenes, &commit.provenance).map_err(|e| StoreError::Backend(e.into()))?;
@@ -291,19 +298,7 @@ impl SceneStore for SqliteStore {
 
     #[instrument(skip_all)]
     async fn renew_persona(&self, tenant: &Tenant, token: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
-        let tenant = tenant.clone();
-        self.run(move |conn| {
-            let renewed = conn.prepare_cached(sql::PERSONA_RENEW)?.execute(params![
-                tenant.team,
-                tenant.agent,
-                tenant.user,
-                token.to_string(),
-                micros(until),
-                micros(Utc::now())
-            ])?;
-            Ok(renewed == 1)
-        })
-        .await
+        self.renew(sql::PERSONA_RENEW, tenant, token, until).await
     }
 
     #[instrument(skip_all)]
@@ -410,6 +405,29 @@ impl SqliteStore {
                 micros(Utc::now())
             ])?;
             Ok(())
+        })
+        .await
+    }
+
+    /// Runs one of the two lease renewals (`SCENE_RENEW`, `PERSONA_RENEW`).
+    async fn renew(
+        &self,
+        query: &'static str,
+        tenant: &Tenant,
+        token: Uuid,
+        until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let tenant = tenant.clone();
+        self.run(move |conn| {
+            let renewed = conn.prepare_cached(query)?.execute(params![
+                tenant.team,
+                tenant.agent,
+                tenant.user,
+                token.to_string(),
+                micros(until),
+                micros(Utc::now())
+            ])?;
+            Ok(renewed == 1)
         })
         .await
     }
