@@ -340,12 +340,18 @@ pub async fn check_parked(checks: &mut Checks, server: &ApiProcess) {
     let queues = state["queues"].as_array().cloned().unwrap_or_default();
     let parked: u64 = queues.iter().filter_map(|q| q["parked"].as_u64()).sum();
     let unknown = queues.iter().filter(|q| q["parked"].is_null()).count();
+    let on: Vec<String> = queues
+        .iter()
+        .filter(|q| q["parked"].as_u64().is_some_and(|n| n > 0))
+        .map(|q| format!("{} on {}", q["parked"], q["queue"].as_str().unwrap_or("?")))
+        .collect();
     checks.push(
         "no message parked",
         parked == 0 && unknown == 0,
         format!(
-            "{parked} parked on {} queues{}",
+            "{parked} parked on {} queues{}{}",
             queues.len(),
+            examples(&on),
             if unknown > 0 {
                 format!(", {unknown} queues did not answer")
             } else {
