@@ -18,6 +18,7 @@ pub mod checks;
 mod kill;
 mod llm;
 pub mod load;
+mod pause;
 mod postgres;
 mod s3;
 
@@ -81,10 +82,13 @@ pub enum Scenario {
     /// The cluster deployment's scene, persona and compact workers SIGKILLed at random points,
     /// several times each, and the API (with the index and extract workers) once.
     WorkerKill,
+    /// The cluster deployment with two scene, persona and compact worker processes, one of a
+    /// pair SIGSTOPped mid-run past its lease while the other takes over, then SIGCONTed.
+    WorkerPause,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::EmbeddedKill,
         Scenario::RabbitmqOutage,
         Scenario::PostgresRestart,
@@ -92,6 +96,7 @@ impl Scenario {
         Scenario::S3Outage,
         Scenario::Backpressure,
         Scenario::WorkerKill,
+        Scenario::WorkerPause,
     ];
 
     pub fn name(self) -> &'static str {
@@ -103,6 +108,7 @@ impl Scenario {
             Scenario::S3Outage => "s3-outage",
             Scenario::Backpressure => "backpressure",
             Scenario::WorkerKill => "worker-kill",
+            Scenario::WorkerPause => "worker-pause",
         }
     }
 
@@ -134,6 +140,7 @@ impl Scenario {
             Scenario::S3Outage => s3_outage(server, &mut report).await,
             Scenario::Backpressure => burst::backpressure(server, &mut report).await,
             Scenario::WorkerKill => kill::worker_kill(server, &mut report).await,
+            Scenario::WorkerPause => pause::worker_pause(server, &mut report).await,
         }
         report
     }

@@ -328,6 +328,26 @@ impl WorkerProcess {
     pub async fn kill(&mut self) {
         self.child.kill().await.expect("SIGKILL the worker");
     }
+
+    /// SIGSTOP: the process stops wherever it is, keeping its connections and whatever it
+    /// holds, as a long GC pause or a frozen VM would; [`WorkerProcess::resume`] lets it go on.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`WorkerProcess::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("the worker is running").to_string();
+        let status = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid}: {status}");
+    }
 }
 
 /// The sum of every sample of counter or gauge `name` in Prometheus text `metrics` whose

@@ -48,3 +48,8 @@ async fn a_burst_ten_times_the_drain_is_accepted_and_drains_in_bounded_memory() 
 async fn workers_killed_mid_run_lose_nothing_and_their_work_is_taken_over() {
     holds(Scenario::WorkerKill).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_paused_past_its_lease_neither_commits_nor_writes_over_the_newer_run() {
+    holds(Scenario::WorkerPause).await;
+}
