@@ -173,7 +173,7 @@ pub struct Report {
 impl Report {
     /// Every invariant held and every fault was recovered from.
     pub fn passed(&self) -> bool {
-        self.checks.0.iter().all(|c| c.ok) && self.recoveries.iter().all(|r| r.after.is_some())
+        self.checks.0.iter().all(checks::Check::passes) && self.recoveries.iter().all(|r| r.after.is_some())
     }
 }
 

@@ -733,8 +733,9 @@ impl Handler for SceneHandler {
         match event {
             Event::SceneDue { tenant } => match self.0.run_if_due(tenant).await {
                 Ok(_) => Ok(()),
-                // Rolled back and rescheduled by the timer: the event is done.
-                Err(SceneError::RolledBack(_) | SceneError::Edit(_)) => Ok(()),
+                // Rolled back (or left for the next claim to restore) and rescheduled by the
+                // timer: the event is done.
+                Err(SceneError::RolledBack(_) | SceneError::Edit(_) | SceneError::PastDeadline) => Ok(()),
                 Err(e) => Err(e.into()),
             },
             // Not routed to the scene queue.

@@ -103,6 +103,15 @@ const MIGRATION_LOCK_KEY: i64 = 0x5345_4449_4d45_4e54;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const POOL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The server ends a session that sits in an open transaction this long waiting for its
+/// client, rolling the transaction back: every transaction here runs its statements back to
+/// back, so only a stalled process (paused, starved of CPU) waits that long, and the row locks
+/// it holds (an owner's schedule row, a session's) would otherwise stop every writer of that
+/// row, API appends among them, until the process moves again, however long its lease. The
+/// chaos scenario worker-pause measured 11-13 s with 31 waiters before this. A URL's own
+/// `options` setting it wins.
+const IDLE_IN_TRANSACTION_TIMEOUT: &str = "idle_in_transaction_session_timeout=5s";
+
 mod audit;
 mod compaction;
 mod erase;
@@ -160,6 +169,11 @@ impl PostgresStore {
             tokio_postgres::Config::from_str(database_url).map_err(|e| StoreError::Backend(Box::new(e)))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let options = config.get_options().unwrap_or_default();
+        if !options.contains("idle_in_transaction_session_timeout") {
+            let options = format!("{options} -c {IDLE_IN_TRANSACTION_TIMEOUT}");
+            config.options(options.trim_start());
         }
         let manager = Manager::from_config(
             config,

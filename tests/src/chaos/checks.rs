@@ -28,12 +28,25 @@ pub struct Check {
     pub name: &'static str,
     pub ok: bool,
     pub detail: String,
+    /// A known defect that makes this check fail at times, not yet fixed: a failure is shown
+    /// as `KNOWN` with it, and does not fail the scenario.
+    pub known: Option<&'static str>,
+}
+
+impl Check {
+    /// Whether the scenario may pass with this verdict.
+    pub fn passes(&self) -> bool {
+        self.ok || self.known.is_some()
+    }
 }
 
 impl fmt::Display for Check {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verdict = if self.ok { "ok  " } else { "FAIL" };
-        write!(f, "{verdict} {}: {}", self.name, self.detail)
+        match (self.ok, self.known) {
+            (true, _) => write!(f, "ok   {}: {}", self.name, self.detail),
+            (false, None) => write!(f, "FAIL {}: {}", self.name, self.detail),
+            (false, Some(known)) => write!(f, "KNOWN {}: {} (known defect: {known})", self.name, self.detail),
+        }
     }
 }
 
@@ -47,6 +60,17 @@ impl Checks {
             name,
             ok,
             detail: detail.into(),
+            known: None,
+        });
+    }
+
+    /// A check that `known`, a defect not fixed yet, makes fail at times.
+    pub fn push_known(&mut self, name: &'static str, ok: bool, known: &'static str, detail: impl Into<String>) {
+        self.0.push(Check {
+            name,
+            ok,
+            detail: detail.into(),
+            known: Some(known),
         });
     }
 }

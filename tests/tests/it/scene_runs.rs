@@ -8,15 +8,16 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{SubsecRound as _, Utc};
-use shared::bus::{EventBus, LocalBus};
+use shared::bus::{Event, EventBus, LocalBus};
 use shared::domain::{NewTurn, SessionId, Tenant};
 use shared::files::{FileStore, LocalFileStore, S3FileStore};
 use shared::memory::{Category, EngineError, Memory, MemoryStatus};
+use shared::runtime::Handler as _;
 use shared::scene::doc::{SceneDoc, SceneEvent};
 use shared::scene::editor::{EditError, EditOutcome, RulesSceneEditor, SceneEditor};
 use shared::scene::journal::Journal;
 use shared::scene::paths;
-use shared::scene::run::{RunOutcome, SceneError, SceneRunner, SceneSettings};
+use shared::scene::run::{RunOutcome, SceneError, SceneHandler, SceneRunner, SceneSettings};
 use shared::scene::timer::SceneTimerSettings;
 use shared::scene::workspace::{Refusal, Workspace, WorkspaceError, WriteDeadline};
 use shared::store::memory::{BatchCommit, MemoryStore};
@@ -434,6 +435,44 @@ async fn a_run_past_its_longest_time_stops_editing_and_rolls_back() {
             .is_some(),
         "the owner was given back"
     );
+}
+
+/// A run that stalled past its lease (it stopped renewing at its longest time, then stayed
+/// stuck for a whole lease) fails, and leaves what it wrote for the next claim to restore: a
+/// newer run may hold the owner. Its wake-up is done, not parked (found by the chaos scenario
+/// worker-pause, where a SIGSTOPped scene worker resumed past its lease), and the next run
+/// restores the folder and does its own work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stalled_past_its_lease_leaves_the_restore_to_the_next_and_its_wake_up_is_done() {
+    let f = Fixture::sqlite().await;
+    let t = tenant();
+    let before = one_scene(&f, &t).await;
+    add_memory(&*f.store, &t, "新 SQL 没有走索引", Category::WorkFact, "慢查询").await;
+    let stalls = SceneSettings {
+        lease: Duration::from_millis(300),
+        max_run: Duration::from_millis(100),
+        ..settings()
+    };
+    let stalled = f.runner(Arc::new(WritesThenWorks(Some(Duration::from_millis(900)))), stalls);
+    SceneHandler(stalled)
+        .handle(&Event::SceneDue { tenant: t.clone() })
+        .await
+        .expect("the wake-up is done");
+    assert!(
+        documents(&f, &t).await[0].1.contains("half-written"),
+        "past its lease the run restores nothing itself"
+    );
+
+    let next = f.runner(Arc::new(RulesSceneEditor), settings());
+    assert!(matches!(
+        next.run(&t).await.expect("the next run"),
+        RunOutcome::Edited { .. }
+    ));
+    let after = documents(&f, &t).await;
+    assert!(!after[0].1.contains("half-written"), "the next run restored the folder");
+    let old = SceneDoc::parse(&before[0].1).expect("old");
+    let doc = SceneDoc::parse(&after[0].1).expect("a well-formed document");
+    assert_eq!(doc.overview, old.overview);
 }
 
 async fn failed_edit_rolls_back(f: Fixture) {

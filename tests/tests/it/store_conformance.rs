@@ -86,6 +86,33 @@ async fn postgres_cursor_advance_leaves_commits_synchronous() {
     assert_eq!(cursor, 3, "the advance took effect and never moved back");
 }
 
+/// A session the server sees idle inside a transaction for 5 s is ended (a paused worker's row
+/// locks would stop every writer of those rows until it moves again); options of the URL's own
+/// keep their place, and a URL that sets the timeout itself wins.
+#[tokio::test]
+async fn postgres_sessions_end_stalled_transactions() {
+    let db = TestDb::create().await;
+    let default = PostgresStore::connect(&db.url, 1).await.expect("connect");
+    assert_eq!(
+        default.setting("idle_in_transaction_session_timeout").await.unwrap(),
+        "5s"
+    );
+    let sep = if db.url.contains('?') { '&' } else { '?' };
+    let with_options = format!("{}{sep}options=-c%20statement_timeout%3D7s", db.url);
+    let store = PostgresStore::connect(&with_options, 1).await.expect("connect");
+    assert_eq!(store.setting("statement_timeout").await.unwrap(), "7s");
+    assert_eq!(
+        store.setting("idle_in_transaction_session_timeout").await.unwrap(),
+        "5s"
+    );
+    let own = format!("{}{sep}options=-c%20idle_in_transaction_session_timeout%3D60s", db.url);
+    let store = PostgresStore::connect(&own, 1).await.expect("connect");
+    assert_eq!(
+        store.setting("idle_in_transaction_session_timeout").await.unwrap(),
+        "1min"
+    );
+}
+
 /// Two workers advancing overlapping sessions, listed in opposite orders, at once: the
 /// statement writes rows in session order, so neither waits on the other in a cycle (Postgres
 /// would abort one as a deadlock after `deadlock_timeout`).
