@@ -403,16 +403,12 @@ impl Workspace {
     }
 
     async fn soft_delete(&mut self, index: usize) -> Result<(), WorkspaceError> {
-        self.guard()?;
         let entry = &self.entries[index];
         let trash = paths::scene_trash_key(&self.tenant, entry.row.id);
         let key = entry.row.object_key.clone();
         let body = entry.doc.render().into_bytes();
-        self.journal.before_write(&trash).await?;
-        self.files.put(&trash, body).await?;
-        self.journal.before_write(&key).await?;
-        self.files.delete(&key).await?;
-        self.writes += 2;
+        self.write(&trash, Some(body)).await?;
+        self.write(&key, None).await?;
         let entry = &mut self.entries[index];
         if entry.touch.is_none() {
             entry.row.version += 1;
@@ -424,9 +420,20 @@ impl Workspace {
     }
 
     async fn put(&mut self, key: &str, doc: &SceneDoc) -> Result<(), WorkspaceError> {
+        self.write(key, Some(doc.render().into_bytes())).await
+    }
+
+    /// Journals `key`, then writes `body` to it (`None`: deletes it). The deadline is checked
+    /// again right before the write, so a stall that slips past it (the process paused once
+    /// the check passed) has only the write request's own time, not the journal's too.
+    async fn write(&mut self, key: &str, body: Option<Vec<u8>>) -> Result<(), WorkspaceError> {
         self.guard()?;
         self.journal.before_write(key).await?;
-        self.files.put(key, doc.render().into_bytes()).await?;
+        self.guard()?;
+        match body {
+            Some(body) => self.files.put(key, body).await?,
+            None => self.files.delete(key).await?,
+        }
         self.writes += 1;
         Ok(())
     }
