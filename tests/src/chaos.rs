@@ -20,6 +20,7 @@ mod llm;
 pub mod load;
 mod pause;
 mod postgres;
+mod rolling;
 mod s3;
 
 use std::fmt;
@@ -85,10 +86,13 @@ pub enum Scenario {
     /// The cluster deployment with two scene, persona and compact worker processes, one of a
     /// pair SIGSTOPped mid-run past its lease while the other takes over, then SIGCONTed.
     WorkerPause,
+    /// The cluster deployment's API and scene, persona and compact workers restarted one
+    /// after another with SIGTERM, as a rollout does, under load.
+    RollingRestart,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::EmbeddedKill,
         Scenario::RabbitmqOutage,
         Scenario::PostgresRestart,
@@ -96,6 +100,7 @@ impl Scenario {
         Scenario::S3Outage,
         Scenario::Backpressure,
         Scenario::WorkerKill,
+        Scenario::RollingRestart,
         Scenario::WorkerPause,
     ];
 
@@ -109,6 +114,7 @@ impl Scenario {
             Scenario::Backpressure => "backpressure",
             Scenario::WorkerKill => "worker-kill",
             Scenario::WorkerPause => "worker-pause",
+            Scenario::RollingRestart => "rolling-restart",
         }
     }
 
@@ -117,10 +123,10 @@ impl Scenario {
         Self::ALL.into_iter().find(|s| s.name() == name)
     }
 
-    /// Runs the scenario against the API binary `server` (`sediment-api`; `s3-outage` and
-    /// `worker-kill` also run `sediment-test-layers`, and `worker-kill` `sediment-test-compact`,
-    /// from beside it) and reports what it measured. Panics when it cannot set up (a service
-    /// of the machine is missing).
+    /// Runs the scenario against the API binary `server` (`sediment-api`; `s3-outage`,
+    /// `worker-kill` and `rolling-restart` also run `sediment-test-layers`, and the last two
+    /// `sediment-test-compact`, from beside it) and reports what it measured. Panics when it
+    /// cannot set up (a service of the machine is missing).
     pub async fn run(self, server: &Path, form: Form) -> Report {
         let seed = crate::env_or("CHAOS_SEED", DEFAULT_SEED);
         let mut report = Report {
@@ -141,6 +147,7 @@ impl Scenario {
             Scenario::Backpressure => burst::backpressure(server, &mut report).await,
             Scenario::WorkerKill => kill::worker_kill(server, &mut report).await,
             Scenario::WorkerPause => pause::worker_pause(server, &mut report).await,
+            Scenario::RollingRestart => rolling::rolling_restart(server, &mut report).await,
         }
         report
     }

@@ -39,6 +39,49 @@ pub async fn sigterm_within(mut child: Child, deadline: Duration) {
     assert!(exit.success(), "exit status {exit:?} after SIGTERM");
 }
 
+/// How a process ended after SIGTERM.
+#[derive(Debug, Clone, Copy)]
+pub struct Stopped {
+    /// Its exit status; `None` if it had not exited within the bound (it was SIGKILLed then).
+    pub status: Option<std::process::ExitStatus>,
+    /// From the SIGTERM to the exit, or to the bound.
+    pub after: Duration,
+}
+
+impl Stopped {
+    /// Exited by itself, with status 0.
+    pub fn clean(&self) -> bool {
+        self.status.is_some_and(|s| s.success())
+    }
+}
+
+/// Sends SIGTERM and waits at most `bound` for the exit, SIGKILLing the process past it: a
+/// graceful stop measured and reported rather than asserted, so a scenario can carry on past
+/// one that hangs.
+pub async fn terminate(child: &mut Child, bound: Duration) -> Stopped {
+    let sent = Instant::now();
+    if let Some(pid) = child.id() {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+    match tokio::time::timeout(bound, child.wait()).await {
+        Ok(status) => Stopped {
+            status: Some(status.expect("wait")),
+            after: sent.elapsed(),
+        },
+        Err(_) => {
+            let _ = child.kill().await;
+            Stopped {
+                status: None,
+                after: sent.elapsed(),
+            }
+        }
+    }
+}
+
 /// A process's `/proc/<pid>/status`, read once.
 pub struct ProcStatus(String);
 
@@ -145,6 +188,11 @@ impl ApiProcess {
     /// SIGTERM, then waits up to 2 minutes for exit status 0 (the index flushes on the way out).
     pub async fn stop(self) {
         sigterm_within(self.child, Duration::from_secs(120)).await;
+    }
+
+    /// SIGTERM, waiting at most `bound` for the exit ([`terminate`]).
+    pub async fn terminate(mut self, bound: Duration) -> Stopped {
+        terminate(&mut self.child, bound).await
     }
 
     /// SIGKILL, then waits for the process to be gone: a crash, with no chance to flush.
@@ -322,6 +370,11 @@ impl WorkerProcess {
     /// SIGTERM, then waits up to 2 minutes for exit status 0.
     pub async fn stop(self) {
         sigterm_within(self.child, Duration::from_secs(120)).await;
+    }
+
+    /// SIGTERM, waiting at most `bound` for the exit ([`terminate`]); start a new one after.
+    pub async fn terminate(&mut self, bound: Duration) -> Stopped {
+        terminate(&mut self.child, bound).await
     }
 
     /// SIGKILL, then waits for the process to be gone: a crash mid-run, leases left held.

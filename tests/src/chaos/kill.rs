@@ -32,7 +32,7 @@ use crate::rng::Rng;
 
 /// How long the compaction model takes to answer: long enough that a compact worker killed at
 /// a random moment is usually waiting on it, holding a job.
-const SUMMARY_LATENCY: Duration = Duration::from_secs(1);
+pub(super) const SUMMARY_LATENCY: Duration = Duration::from_secs(1);
 /// The longest a kill waits for its worker to hold a run before it kills it anyway.
 const BUSY_WAIT: Duration = Duration::from_secs(2);
 /// The window of the context calls: small, so that nearly every call finds a compaction due.
@@ -42,7 +42,7 @@ const CONTEXT_EVERY: Duration = Duration::from_millis(400);
 
 /// What gets killed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Scene,
     Persona,
     Compact,
@@ -51,7 +51,7 @@ enum Kind {
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Kind::Scene => "scene",
             Kind::Persona => "persona",
@@ -78,17 +78,17 @@ impl Kind {
 }
 
 /// A worker process and how to start it again.
-struct Worker {
-    kind: Kind,
-    process: WorkerProcess,
-    bin: PathBuf,
-    args: &'static [&'static str],
-    env: Vec<(&'static str, String)>,
-    log: PathBuf,
+pub(super) struct Worker {
+    pub(super) kind: Kind,
+    pub(super) process: WorkerProcess,
+    pub(super) bin: PathBuf,
+    pub(super) args: &'static [&'static str],
+    pub(super) env: Vec<(&'static str, String)>,
+    pub(super) log: PathBuf,
 }
 
 impl Worker {
-    async fn start(
+    pub(super) async fn start(
         kind: Kind,
         bin: PathBuf,
         args: &'static [&'static str],
@@ -330,7 +330,7 @@ pub(super) async fn worker_kill(bin: &Path, report: &mut Report) {
     keep_log_tail(report, &log);
 }
 
-fn worker(workers: &mut [Worker], kind: Kind) -> &mut Worker {
+pub(super) fn worker(workers: &mut [Worker], kind: Kind) -> &mut Worker {
     workers
         .iter_mut()
         .find(|w| w.kind == kind)
@@ -338,7 +338,7 @@ fn worker(workers: &mut [Worker], kind: Kind) -> &mut Worker {
 }
 
 /// What the compaction model answers: a summary with something in most dimensions.
-fn summary_answer() -> Value {
+pub(super) fn summary_answer() -> Value {
     json!({
         "requests_and_intent": ["pick the deploy tools the user prefers"],
         "decisions": ["deploys use the tools the user named"],
@@ -361,7 +361,7 @@ async fn left_held(pg: &tokio_postgres::Client, kind: Kind, dead: &HashSet<Strin
 }
 
 /// The leases of `kind` held now; empty when the database does not answer.
-async fn held(pg: &tokio_postgres::Client, kind: Kind) -> Vec<String> {
+pub(super) async fn held(pg: &tokio_postgres::Client, kind: Kind) -> Vec<String> {
     match pg.query(kind.held_sql(), &[]).await {
         Ok(rows) => rows.iter().map(|r| r.get::<_, String>(0)).collect(),
         Err(_) => Vec::new(),
@@ -371,7 +371,7 @@ async fn held(pg: &tokio_postgres::Client, kind: Kind) -> Vec<String> {
 /// Waits, for at most [`BUSY_WAIT`], until a live process of `kind` holds a run (a lease that
 /// no killed process left). Whether the kill then landed mid-run is what the dead process
 /// leaves held, not this: the run may end between the look and the kill.
-async fn wait_busy(pg: &tokio_postgres::Client, kind: Kind, dead: &HashSet<String>) {
+pub(super) async fn wait_busy(pg: &tokio_postgres::Client, kind: Kind, dead: &HashSet<String>) {
     let since = Instant::now();
     while since.elapsed() < BUSY_WAIT {
         if held(pg, kind).await.iter().any(|t| !dead.contains(t)) {
@@ -383,7 +383,7 @@ async fn wait_busy(pg: &tokio_postgres::Client, kind: Kind, dead: &HashSet<Strin
 
 /// Compaction jobs not `success` (queued, running, abandoned or failed); `None` when the
 /// database does not answer.
-async fn undone_compactions(pg: &tokio_postgres::Client) -> Option<i64> {
+pub(super) async fn undone_compactions(pg: &tokio_postgres::Client) -> Option<i64> {
     let row = pg
         .query_one(
             "SELECT count(*) FROM session_compactions WHERE status <> 'success'",
@@ -432,7 +432,7 @@ fn describe(kills: &[Kill]) -> String {
 
 /// One context call beside the load.
 #[derive(Debug, Clone)]
-struct ContextCall {
+pub(super) struct ContextCall {
     sent: Duration,
     answered: Duration,
     status: Option<u16>,
@@ -443,7 +443,7 @@ struct ContextCall {
 /// Context calls with a small window on each session in turn, every [`CONTEXT_EVERY`], until
 /// `stop`: each finds a compaction due and queues a job unless one is live, so the compact
 /// worker always has work when it is killed.
-fn context_calls(
+pub(super) fn context_calls(
     base: String,
     tenant: Tenant,
     sessions: Vec<String>,
@@ -491,7 +491,7 @@ fn context_calls(
 
 /// Every context call made while the API was up answered 200, some of them queued jobs, and
 /// each session's context answers now.
-async fn check_contexts(
+pub(super) async fn check_contexts(
     report: &mut Report,
     calls: &[ContextCall],
     overlaps_down: &dyn Fn(Duration, Duration) -> bool,
@@ -540,7 +540,12 @@ async fn check_contexts(
 
 /// Every session's compaction job ended `success` with a summary, none left held, failed or
 /// queued; the model's answers say how much summarizing the kills threw away.
-async fn check_compactions(report: &mut Report, pg: &tokio_postgres::Client, sessions: usize, model: &FakeOpenAi) {
+pub(super) async fn check_compactions(
+    report: &mut Report,
+    pg: &tokio_postgres::Client,
+    sessions: usize,
+    model: &FakeOpenAi,
+) {
     let rows = pg
         .query(
             "SELECT session_id, status, attempts, claim_token IS NOT NULL, last_seq FROM session_compactions ORDER BY session_id",
@@ -579,7 +584,7 @@ async fn check_compactions(report: &mut Report, pg: &tokio_postgres::Client, ses
 
 /// The restarted workers subscribe again: the broker sees a consumer on each one's queue, and
 /// the compact worker is ready (the layers' readiness is [`check_layers_built`]'s).
-async fn check_external_workers(report: &mut Report, server: &ApiProcess, workers: &[Worker]) {
+pub(super) async fn check_external_workers(report: &mut Report, server: &ApiProcess, workers: &[Worker]) {
     let state = server.ops_state().await.unwrap_or(Value::Null);
     let rows = state["workers"].as_array().cloned().unwrap_or_default();
     let idle: Vec<String> = workers

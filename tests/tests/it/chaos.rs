@@ -50,6 +50,11 @@ async fn workers_killed_mid_run_lose_nothing_and_their_work_is_taken_over() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_under_load_loses_nothing_and_every_stop_is_clean() {
+    holds(Scenario::RollingRestart).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_paused_past_its_lease_neither_commits_nor_writes_over_the_newer_run() {
     holds(Scenario::WorkerPause).await;
 }

@@ -158,3 +158,56 @@ async fn the_compact_worker_refuses_the_embedded_deployment() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("the API process runs it itself"), "{stderr}");
 }
+
+/// A job the sweep holds when SIGTERM comes is work the process holds, like a delivery's: the
+/// drain finishes it (the model answers well within the drain deadline) rather than leaving it
+/// claimed, for the next worker to wait out its lease and summarize it again. The worker
+/// listens on a queue of its own, so that only its sweep finds the job. Found by the chaos
+/// scenario `rolling-restart` ("a graceful stop leaves no lease held", now and then there):
+/// `run_consumer` aborts the sweep's task on shutdown instead of letting it finish what it
+/// claimed. It fails until that is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_the_sweep_holds_a_job_finishes_it() {
+    let app = TestApp::start(Mode::Cluster).await;
+    let t = tenant();
+    let session = "swept-at-sigterm";
+    app.append_ok(&t, session, json!(mixed_session::turns(21, 30))).await;
+
+    let fake = FakeOpenAi::start(8).await;
+    fake.set_latency(Duration::from_secs(1));
+    let summary = json!({"decisions": ["keep the summary short"], "todos": ["check the drain"]});
+    fake.set_chat_responder(move |_| Some(summary.to_string()));
+    let (worker, _) = spawn(
+        &app,
+        &[
+            ("SEDIMENT_LLM_URL", fake.base_url()),
+            ("SEDIMENT_LLM_MODEL", "slow-model".into()),
+            (
+                "SEDIMENT_AMQP_PREFIX",
+                format!("{}-sweep-only", app.settings.amqp_prefix),
+            ),
+        ],
+    )
+    .await;
+    let response = app
+        .req(Method::POST, &format!("/v1/sessions/{session}/compact"), &t)
+        .send()
+        .await
+        .expect("compact");
+    assert_eq!(response.status(), 202);
+    let started = Instant::now();
+    while fake.chat().requests() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the sweep never took the job"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The sweep holds the job and waits on the model, which answers in a second.
+    sigterm_and_wait(worker).await;
+    let after = state(&app, &t, session).await;
+    assert_eq!(
+        after["status"], "success",
+        "the job the sweep held at SIGTERM was left behind: {after}"
+    );
+}
