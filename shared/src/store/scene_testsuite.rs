@@ -355,24 +355,15 @@ pub async fn concurrent_claims_have_one_winner(store: Arc<dyn SceneStore>) {
 /// displaced token as abandoned; a release with any token but the holder's does nothing; the
 /// holder's release frees it at once, and the next claim finds nothing abandoned.
 pub async fn leases_expire_and_release_only_with_their_token(store: &dyn SceneStore) {
-    let t = tenant();
-    let short = Duration::from_secs(60);
-    let t = &t;
+    let t = &tenant();
     for persona in [false, true] {
-        let claim_at = |now| async move {
-            if persona {
-                store.claim_persona(t, now, short).await.expect("claim")
-            } else {
-                store.claim_scene_run(t, now, short).await.expect("claim")
-            }
+        let leases = LeaseCalls {
+            store,
+            tenant: t,
+            persona,
         };
-        let release = |token| async move {
-            if persona {
-                store.release_persona(t, token).await.expect("release");
-            } else {
-                store.release_scene_run(t, token).await.expect("release");
-            }
-        };
+        let claim_at = |now| leases.claim(now);
+        let release = |token| leases.release(token);
         let first = claim_at(at(0)).await.expect("a free lease is claimed");
         assert_eq!(
             (first.claimed_at, first.until, first.abandoned),
@@ -409,35 +400,61 @@ pub async fn leases_expire_and_release_only_with_their_token(store: &dyn SceneSt
     }
 }
 
+/// The calls of the owner's scene lease or, with `persona`, of its persona lease, with a lease
+/// of 60 s.
+#[derive(Clone, Copy)]
+struct LeaseCalls<'a> {
+    store: &'a dyn SceneStore,
+    tenant: &'a Tenant,
+    persona: bool,
+}
+
+impl LeaseCalls<'_> {
+    const LEASE: Duration = Duration::from_secs(60);
+
+    async fn claim(self, now: DateTime<Utc>) -> Option<Lease> {
+        let (store, t) = (self.store, self.tenant);
+        if self.persona {
+            store.claim_persona(t, now, Self::LEASE).await.expect("claim")
+        } else {
+            store.claim_scene_run(t, now, Self::LEASE).await.expect("claim")
+        }
+    }
+
+    async fn renew(self, token: Uuid, until: DateTime<Utc>) -> bool {
+        let (store, t) = (self.store, self.tenant);
+        if self.persona {
+            store.renew_persona(t, token, until).await.expect("renew")
+        } else {
+            store.renew_scene_run(t, token, until).await.expect("renew")
+        }
+    }
+
+    async fn release(self, token: Uuid) {
+        let (store, t) = (self.store, self.tenant);
+        if self.persona {
+            store.release_persona(t, token).await.expect("release");
+        } else {
+            store.release_scene_run(t, token).await.expect("release");
+        }
+    }
+}
+
 /// A run renews its scene lease, and a build its persona lease, while it works: the holder's
 /// token moves the lease's end, so a claim before the new end finds it held. Another token, a
 /// lease another run took and a released lease are not renewed; an expired lease nobody
 /// claimed since still is.
 pub async fn leases_are_renewed_only_by_their_holder(store: &dyn SceneStore) {
     let t = &tenant();
-    let short = Duration::from_secs(60);
     for persona in [false, true] {
-        let claim_at = |now| async move {
-            if persona {
-                store.claim_persona(t, now, short).await.expect("claim")
-            } else {
-                store.claim_scene_run(t, now, short).await.expect("claim")
-            }
+        let leases = LeaseCalls {
+            store,
+            tenant: t,
+            persona,
         };
-        let renew = |token, until| async move {
-            if persona {
-                store.renew_persona(t, token, until).await.expect("renew")
-            } else {
-                store.renew_scene_run(t, token, until).await.expect("renew")
-            }
-        };
-        let release = |token| async move {
-            if persona {
-                store.release_persona(t, token).await.expect("release");
-            } else {
-                store.release_scene_run(t, token).await.expect("release");
-            }
-        };
+        let claim_at = |now| leases.claim(now);
+        let renew = |token, until| leases.renew(token, until);
+        let release = |token| leases.release(token);
 
         let first = claim_at(at(0)).await.expect("a free lease is claimed");
         assert!(

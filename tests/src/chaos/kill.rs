@@ -433,16 +433,16 @@ fn describe(kills: &[Kill]) -> String {
 /// One context call beside the load.
 #[derive(Debug, Clone)]
 pub(super) struct ContextCall {
-    sent: Duration,
-    answered: Duration,
-    status: Option<u16>,
+    pub(super) sent: Duration,
+    pub(super) answered: Duration,
+    pub(super) status: Option<u16>,
     /// The call queued a compaction job.
-    queued: bool,
+    pub(super) queued: bool,
 }
 
 /// Context calls with a small window on each session in turn, every [`CONTEXT_EVERY`], until
 /// `stop`: each finds a compaction due and queues a job unless one is live, so the compact
-/// worker always has work when it is killed.
+/// worker always has work when it is killed or paused.
 pub(super) fn context_calls(
     base: String,
     tenant: Tenant,

@@ -269,19 +269,7 @@ impl Reads {
             let end = Duration::from_secs_f64(seconds);
             let mut reads = Vec::new();
             while start.elapsed() < end {
-                let (what, path, body) = if reads.len() % 2 == 0 {
-                    (
-                        "recall",
-                        "/v1/recall",
-                        json!({"query": "which deploys do I prefer?", "session_id": "chaos-0"}),
-                    )
-                } else {
-                    (
-                        "search",
-                        "/v1/conversations/search",
-                        json!({"query": "deploys", "limit": 5}),
-                    )
-                };
+                let (what, path, body) = read_request(reads.len());
                 let sent = start.elapsed();
                 let response = client
                     .post(format!("{base}{path}"))
@@ -324,6 +312,23 @@ impl Reads {
     /// Waits for the last read; returns every read in the order it was sent.
     pub async fn finish(self) -> Vec<Read> {
         self.0.await.expect("the reads' task")
+    }
+}
+
+/// The `n`-th read of a load: a recall and a search in turn.
+pub(super) fn read_request(n: usize) -> (&'static str, &'static str, Value) {
+    if n.is_multiple_of(2) {
+        (
+            "recall",
+            "/v1/recall",
+            json!({"query": "which deploys do I prefer?", "session_id": "chaos-0"}),
+        )
+    } else {
+        (
+            "search",
+            "/v1/conversations/search",
+            json!({"query": "deploys", "limit": 5}),
+        )
     }
 }
 

@@ -32,13 +32,13 @@ use shared::scene::paths::scenes_prefix;
 use shared::scene::SceneDoc;
 use tokio::task::JoinHandle;
 
+use super::kill::context_calls;
 use super::load::{self, Load, Tally};
 use super::{
     between, check_layers_built, cluster_env, examples, keep_log_tail, layer_env, plan, verify, Form, Recovery, Report,
     LIVENESS,
 };
 use crate::amqp::TestBroker;
-use crate::app::TenantHeaders as _;
 use crate::fake_openai::FakeOpenAi;
 use crate::pg::TestDb;
 use crate::process::{free_port, metric_sum, ApiProcess, WorkerProcess};
@@ -60,9 +60,6 @@ const TAKEOVER_SLACK: Duration = Duration::from_secs(3);
 /// The compaction model's answer time: a compact worker holds each job at least this long,
 /// so most pauses of it land mid-job.
 const SUMMARY_LATENCY: Duration = Duration::from_secs(1);
-/// The window of the context calls: small, so that nearly every call finds a compaction due.
-const CONTEXT_WINDOW: u64 = 256;
-const CONTEXT_EVERY: Duration = Duration::from_millis(400);
 /// A scene run stopped between its deadline check and the write it guards writes after a
 /// newer run took the owner over, and nothing undoes it: the write deadline narrows the window
 /// to the check-to-write gap, but only a write the file store itself fences (an object per
@@ -1060,62 +1057,5 @@ fn summary_answer() -> Value {
         "user_preferences": ["names one deploy tool per message"],
         "tool_calls": [],
         "other_context": []
-    })
-}
-
-/// One context call beside the load.
-#[derive(Debug, Clone)]
-struct ContextCall {
-    sent: Duration,
-    status: Option<u16>,
-    /// The call queued a compaction job.
-    queued: bool,
-}
-
-/// Context calls with a small window on each session in turn until `stop`: each finds a
-/// compaction due and queues a job unless one is live, so the compact workers always have
-/// jobs to be paused in, and a job whose lease ran out is queued again.
-fn context_calls(
-    base: String,
-    tenant: Tenant,
-    sessions: Vec<String>,
-    start: Instant,
-    stop: Arc<AtomicBool>,
-) -> JoinHandle<Vec<ContextCall>> {
-    tokio::spawn(async move {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("build the context calls' client");
-        // The first appends create the sessions.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let mut calls = Vec::new();
-        for session in sessions.iter().cycle() {
-            if stop.load(Ordering::SeqCst) {
-                break;
-            }
-            let sent = start.elapsed();
-            let response = client
-                .get(format!(
-                    "{base}/v1/sessions/{session}/context?window_tokens={CONTEXT_WINDOW}"
-                ))
-                .tenant_headers(&tenant)
-                .send()
-                .await;
-            let (status, body) = match response {
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    (Some(status), response.json::<Value>().await.unwrap_or(Value::Null))
-                }
-                Err(_) => (None, Value::Null),
-            };
-            calls.push(ContextCall {
-                sent,
-                status,
-                queued: body["compaction"]["queued"] == true,
-            });
-            tokio::time::sleep(CONTEXT_EVERY).await;
-        }
-        calls
     })
 }

@@ -628,19 +628,7 @@ fn reads(base: String, tenant: Tenant, start: Instant, stop: Arc<AtomicBool>) ->
             .expect("build the reads' client");
         let mut reads = Vec::new();
         while !stop.load(Ordering::SeqCst) {
-            let (what, path, body) = if reads.len() % 2 == 0 {
-                (
-                    "recall",
-                    "/v1/recall",
-                    json!({"query": "which deploys do I prefer?", "session_id": "chaos-0"}),
-                )
-            } else {
-                (
-                    "search",
-                    "/v1/conversations/search",
-                    json!({"query": "deploys", "limit": 5}),
-                )
-            };
+            let (what, path, body) = load::read_request(reads.len());
             let sent = start.elapsed();
             let status = client
                 .post(format!("{base}{path}"))
