@@ -202,7 +202,7 @@ async fn run(base: String, tenant: Tenant, plan: Plan, start: Instant, in_flight
 
 /// Turns that read like a conversation with a stated preference in it, so the rules
 /// extractor makes memories of them.
-fn turns(words: &[String]) -> Vec<Value> {
+pub(super) fn turns(words: &[String]) -> Vec<Value> {
     words
         .iter()
         .enumerate()
@@ -214,10 +214,21 @@ fn turns(words: &[String]) -> Vec<Value> {
 }
 
 async fn append(client: &reqwest::Client, base: &str, tenant: &Tenant, session: &str, words: &[String]) -> Outcome {
+    append_turns(client, base, tenant, session, turns(words)).await
+}
+
+/// Appends `turns` to `session` and says how the request ended.
+pub(super) async fn append_turns(
+    client: &reqwest::Client,
+    base: &str,
+    tenant: &Tenant,
+    session: &str,
+    turns: Vec<Value>,
+) -> Outcome {
     let response = client
         .post(format!("{base}/v1/sessions/{session}/messages"))
         .tenant_headers(tenant)
-        .json(&json!({ "messages": turns(words) }))
+        .json(&json!({ "messages": turns }))
         .send()
         .await;
     let response = match response {

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 use shared::domain::Tenant;
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -590,33 +590,11 @@ async fn mid_request(in_flight: &AtomicUsize, within: Duration) {
 /// `load`'s append, each turn keyed by its word: a retried request whose first attempt was
 /// stored after all returns the stored turns instead of writing them again.
 async fn append(client: &reqwest::Client, base: &str, tenant: &Tenant, session: &str, words: &[String]) -> Outcome {
-    let turns: Vec<Value> = words
-        .iter()
-        .enumerate()
-        .map(|(j, w)| match j % 2 {
-            0 => json!({"role": "user", "content": format!("I prefer {w} for my deploys, please remember that"), "client_id": w}),
-            _ => json!({"role": "assistant", "content": format!("Noted: {w} for your deploys."), "client_id": w}),
-        })
-        .collect();
-    let response = client
-        .post(format!("{base}/v1/sessions/{session}/messages"))
-        .tenant_headers(tenant)
-        .json(&json!({ "messages": turns }))
-        .send()
-        .await;
-    let response = match response {
-        Ok(response) => response,
-        Err(e) if e.is_connect() => return Outcome::NoAnswer("connect"),
-        Err(e) if e.is_timeout() => return Outcome::NoAnswer("timeout"),
-        Err(_) => return Outcome::NoAnswer("dropped"),
-    };
-    let status = response.status().as_u16();
-    if status == 201 {
-        return Outcome::Accepted;
+    let mut turns = load::turns(words);
+    for (turn, word) in turns.iter_mut().zip(words) {
+        turn["client_id"] = json!(word);
     }
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    let code = body["code"].as_str().unwrap_or("no code").to_owned();
-    Outcome::Refused { status, code }
+    load::append_turns(client, base, tenant, session, turns).await
 }
 
 /// `load::Reads` until `stop`: a recall and a search in turn every [`READ_EVERY`].
