@@ -56,12 +56,12 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
-use crate::domain::{SessionId, StoredTurn};
+use crate::domain::{SessionId, SessionKey, StoredTurn};
 use crate::embed::{EmbedError, Embedder};
 use crate::index::{IndexError, IndexPoint, PointKind, SearchIndex};
 use crate::metrics;
 use crate::retrieval::{self, TurnFields};
-use crate::store::{StoreError, TranscriptStore, INDEX_CONSUMER};
+use crate::store::{Backlog, StoreError, TranscriptStore, INDEX_CONSUMER};
 // Poison is ignored: each change to the rounds is one insertion or assignment, and a runner
 // that panics frees its round through `Runner`'s drop.
 use crate::sync::lock;
@@ -143,9 +143,9 @@ pub struct Indexer {
 struct Unsynced {
     /// Per session, the seq through which its turns are in the index while its cursor may lag
     /// behind: rounds read past it, so that they do not index those turns again.
-    visible: HashMap<String, i64>,
+    visible: HashMap<SessionKey, i64>,
     /// Cursor advances waiting for the next sync.
-    pending: HashMap<String, i64>,
+    pending: HashMap<SessionKey, i64>,
     /// Rounds so far that wrote unsynced.
     written: u64,
     /// The `written` value that the last successful sync covered.
@@ -160,11 +160,11 @@ struct Unsynced {
 }
 
 /// Raises `map[session]` to at least `seq`.
-fn raise(map: &mut HashMap<String, i64>, session: &str, seq: i64) {
+fn raise(map: &mut HashMap<SessionKey, i64>, session: &SessionKey, seq: i64) {
     match map.get_mut(session) {
         Some(at) => *at = (*at).max(seq),
         None => {
-            map.insert(session.to_owned(), seq);
+            map.insert(session.clone(), seq);
         }
     }
 }
@@ -174,7 +174,7 @@ fn raise(map: &mut HashMap<String, i64>, session: &str, seq: i64) {
 struct Syncer<'a> {
     unsynced: &'a Mutex<Unsynced>,
     ended: &'a tokio::sync::watch::Sender<u64>,
-    taken: HashMap<String, i64>,
+    taken: HashMap<SessionKey, i64>,
 }
 
 impl Drop for Syncer<'_> {
@@ -194,7 +194,7 @@ impl Drop for Syncer<'_> {
 #[derive(Default)]
 struct Round {
     /// Grows while the round is open; fixed once it starts.
-    sessions: Mutex<BTreeSet<String>>,
+    sessions: Mutex<BTreeSet<SessionKey>>,
     /// Set when the round finished.
     outcome: OnceLock<Result<Finished, Arc<IndexerError>>>,
 }
@@ -202,9 +202,9 @@ struct Round {
 struct Finished {
     /// Per session, the turns the round indexed that no caller has counted yet, so that each
     /// turn is counted by one call.
-    unclaimed: Mutex<HashMap<String, usize>>,
+    unclaimed: Mutex<HashMap<SessionKey, usize>>,
     /// Sessions that filled their batch, and the round they were carried into.
-    carried: BTreeSet<String>,
+    carried: BTreeSet<SessionKey>,
     next: Option<Arc<Round>>,
 }
 
@@ -346,22 +346,22 @@ impl Indexer {
     }
 
     /// Indexes every turn of the session past the cursor; see `index_sessions`.
-    pub async fn index_session(&self, session_id: &str) -> Result<usize, IndexerError> {
-        self.index_sessions(&[session_id.to_owned()]).await
+    pub async fn index_session(&self, session: &SessionKey) -> Result<usize, IndexerError> {
+        self.index_sessions(std::slice::from_ref(session)).await
     }
 
     /// Indexes every turn of these sessions past the cursor, in a round with whatever other
     /// sessions are woken meanwhile (see the module docs). Returns how many turns of these
     /// sessions its rounds indexed that no other call has counted, so that concurrent calls
     /// count each turn once.
-    #[tracing::instrument(skip_all, fields(sessions = session_ids.len(), turns = tracing::field::Empty))]
-    pub async fn index_sessions(&self, session_ids: &[String]) -> Result<usize, IndexerError> {
+    #[tracing::instrument(skip_all, fields(sessions = sessions.len(), turns = tracing::field::Empty))]
+    pub async fn index_sessions(&self, sessions: &[SessionKey]) -> Result<usize, IndexerError> {
         let mut round = {
             let rounds = lock(&self.rounds);
-            lock(&rounds.open.sessions).extend(session_ids.iter().cloned());
+            lock(&rounds.open.sessions).extend(sessions.iter().cloned());
             Arc::clone(&rounds.open)
         };
-        let mut waiting: Vec<&String> = session_ids.iter().collect();
+        let mut waiting: Vec<&SessionKey> = sessions.iter().collect();
         let mut total = 0;
         loop {
             let finished = match self.finish(&round).await {
@@ -427,7 +427,7 @@ impl Indexer {
             syncer.taken = std::mem::take(&mut unsynced.pending);
             unsynced.written
         };
-        let cursors: Vec<(String, i64)> = syncer.taken.iter().map(|(s, seq)| (s.clone(), *seq)).collect();
+        let cursors: Vec<(SessionKey, i64)> = syncer.taken.iter().map(|(s, seq)| (s.clone(), *seq)).collect();
         let outcome = match self.index.sync().await {
             Ok(()) => self
                 .store
@@ -488,7 +488,7 @@ impl Indexer {
                 rounds: &self.rounds,
                 stopped: &self.stopped,
             };
-            let sessions: Vec<String> = lock(&round.sessions).iter().cloned().collect();
+            let sessions: Vec<SessionKey> = lock(&round.sessions).iter().cloned().collect();
             let outcome = match self.index_round(&sessions).await {
                 Ok((counts, carried)) => {
                     let next = (!carried.is_empty()).then(|| {
@@ -515,12 +515,12 @@ impl Indexer {
     #[tracing::instrument(skip_all, fields(sessions = sessions.len(), turns = tracing::field::Empty))]
     async fn index_round(
         &self,
-        sessions: &[String],
-    ) -> Result<(HashMap<String, usize>, BTreeSet<String>), IndexerError> {
-        let mut counts: HashMap<String, usize> = HashMap::new();
+        sessions: &[SessionKey],
+    ) -> Result<(HashMap<SessionKey, usize>, BTreeSet<SessionKey>), IndexerError> {
+        let mut counts: HashMap<SessionKey, usize> = HashMap::new();
         let mut carried = BTreeSet::new();
         for sessions in sessions.chunks(SESSIONS_PER_BATCH) {
-            let after: Vec<(String, i64)> = {
+            let after: Vec<(SessionKey, i64)> = {
                 let unsynced = lock(&self.unsynced);
                 sessions
                     .iter()
@@ -534,7 +534,9 @@ impl Indexer {
             if turns.is_empty() {
                 continue;
             }
-            let groups: Vec<&[StoredTurn]> = turns.chunk_by(|a, b| a.session_id == b.session_id).collect();
+            let groups: Vec<&[StoredTurn]> = turns
+                .chunk_by(|a, b| a.session_id == b.session_id && a.tenant == b.tenant)
+                .collect();
             let vectors = self.embed(&groups).await?;
             let points: Vec<IndexPoint> = turns
                 .iter()
@@ -550,9 +552,9 @@ impl Indexer {
                     dense,
                 })
                 .collect();
-            let cursors: Vec<(String, i64)> = groups
+            let cursors: Vec<(SessionKey, i64)> = groups
                 .iter()
-                .map(|group| (group[0].session_id.clone(), group[group.len() - 1].seq))
+                .map(|group| (group[0].session_key(), group[group.len() - 1].seq))
                 .collect();
             if self.index.defers_sync() {
                 self.index.upsert_unsynced(&points).await?;
@@ -575,11 +577,11 @@ impl Indexer {
             ::metrics::counter!(metrics::TURNS_INDEXED).increment(turns.len() as u64);
             ::metrics::histogram!(metrics::INDEX_ROUND_SESSIONS).record(groups.len() as f64);
             for group in &groups {
-                let session = &group[0].session_id;
-                *counts.entry(session.clone()).or_default() += group.len();
+                let session = group[0].session_key();
                 if group.len() >= self.batch_size as usize {
                     carried.insert(session.clone());
                 }
+                *counts.entry(session).or_default() += group.len();
             }
         }
         tracing::Span::current().record("turns", counts.values().sum::<usize>());
@@ -595,7 +597,7 @@ impl Indexer {
             if backlog.is_empty() {
                 break;
             }
-            let sessions: Vec<String> = backlog.into_iter().map(|b| b.session_id).collect();
+            let sessions: Vec<SessionKey> = backlog.iter().map(Backlog::key).collect();
             let progressed = self.index_sessions(&sessions).await?;
             total += progressed;
             // A page where nothing moved means others hold the work (or it keeps failing in

@@ -20,7 +20,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::bus::{Delivery, Event, EventBus, Outcome, WorkerKind};
+use crate::bus::{Appended, Delivery, Event, EventBus, Outcome, WorkerKind};
+use crate::domain::SessionKey;
 use crate::indexer::{Indexer, IndexerError};
 use crate::memory::pipeline::PipelineError;
 use crate::memory::schedule::{Scheduler, Trigger};
@@ -75,13 +76,14 @@ impl Handler for IndexHandler {
 
     async fn handle(&self, event: &Event) -> Result<(), HandlerError> {
         match event {
-            Event::TurnAppended { session_id, .. } => {
-                self.0.index_session(session_id).await?;
+            Event::TurnAppended { tenant, session_id, .. } => {
+                let session = SessionKey::new(tenant.clone(), session_id.clone());
+                self.0.index_session(&session).await?;
                 Ok(())
             }
             Event::TurnsAppended { sessions } => {
-                let ids: Vec<String> = sessions.iter().map(|s| s.session_id.clone()).collect();
-                self.0.index_sessions(&ids).await?;
+                let keys: Vec<SessionKey> = sessions.iter().map(Appended::key).collect();
+                self.0.index_sessions(&keys).await?;
                 Ok(())
             }
             // Not routed to the index queue; nothing to index.
@@ -124,8 +126,9 @@ impl Handler for ExtractHandler {
 
     async fn handle(&self, event: &Event) -> Result<(), HandlerError> {
         match event {
-            Event::TurnAppended { session_id, .. } => {
-                self.0.poll(session_id, Trigger::NewTurns).await?;
+            Event::TurnAppended { tenant, session_id, .. } => {
+                let session = SessionKey::new(tenant.clone(), session_id.clone());
+                self.0.poll(&session, Trigger::NewTurns).await?;
                 Ok(())
             }
             Event::TurnsAppended { sessions } => {
@@ -133,9 +136,9 @@ impl Handler for ExtractHandler {
                 // A poll may wait for the LLM, so sessions run side by side, as separate
                 // deliveries would.
                 let scheduler = &self.0;
-                let ids: Vec<String> = sessions.iter().map(|s| s.session_id.clone()).collect();
-                let failures: Vec<PipelineError> = futures::stream::iter(ids)
-                    .map(|id| async move { scheduler.poll(&id, Trigger::NewTurns).await })
+                let keys = sessions.iter().map(Appended::key);
+                let failures: Vec<PipelineError> = futures::stream::iter(keys)
+                    .map(|key| async move { scheduler.poll(&key, Trigger::NewTurns).await })
                     .buffer_unordered(EXTRACT_SESSIONS_AT_ONCE)
                     .filter_map(|result| async move { result.err() })
                     .collect()
@@ -145,8 +148,9 @@ impl Handler for ExtractHandler {
                     None => Ok(()),
                 }
             }
-            Event::ExtractDue { session_id, .. } => {
-                self.0.poll(session_id, Trigger::Check).await?;
+            Event::ExtractDue { tenant, session_id } => {
+                let session = SessionKey::new(tenant.clone(), session_id.clone());
+                self.0.poll(&session, Trigger::Check).await?;
                 Ok(())
             }
             // Not routed to the extract queue.

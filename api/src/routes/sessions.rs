@@ -72,7 +72,6 @@ pub struct AppendResponse {
     responses(
         (status = 201, description = "The turns, stored (or found by `client_id`), in request order", body = AppendResponse),
         (status = 400, description = "malformed_json", body = crate::openapi::ErrorBody),
-        (status = 404, description = "not_found: the session belongs to another tenant", body = crate::openapi::ErrorBody),
         (status = 413, description = "payload_too_large, or too_many_items", body = crate::openapi::ErrorBody),
         (status = 415, description = "unsupported_media_type", body = crate::openapi::ErrorBody),
         (status = 422, description = "invalid_request: a body of the wrong shape, no messages, a bad role, empty content, an invalid task, or a task header that names another task than the body", body = crate::openapi::ErrorBody),

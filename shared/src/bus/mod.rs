@@ -162,6 +162,12 @@ pub struct Appended {
     pub last_seq: i64,
 }
 
+impl Appended {
+    pub fn key(&self) -> crate::domain::SessionKey {
+        crate::domain::SessionKey::new(self.tenant.clone(), self.session_id.clone())
+    }
+}
+
 impl Event {
     pub fn routing_key(&self) -> &'static str {
         match self {

@@ -5,7 +5,7 @@ mod tenant;
 mod turn;
 
 pub use markers::{strip_injected_memory, MEMORY_BLOCK_END, MEMORY_BLOCK_START};
-pub use tenant::{tenant_id, SessionId, TaskId, Tenant};
+pub use tenant::{tenant_id, SessionId, SessionKey, TaskId, Tenant};
 pub use turn::{AppendedTurn, NewTurn, Role, StoredTurn};
 
 /// A request that breaks a domain rule; always the caller's fault.

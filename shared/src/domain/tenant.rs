@@ -7,7 +7,7 @@ pub const MAX_ID_LEN: usize = 128;
 
 /// The owner of every piece of data: team, agent and user. Every read and write is scoped to
 /// one tenant; no query in any backend runs without all three.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Tenant {
     pub team: String,
     pub agent: String,
@@ -77,6 +77,31 @@ impl SessionId {
 impl std::fmt::Display for SessionId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// A stored session: its owner and the client's id. A client's session id is unique only
+/// within its owner (two users may both call theirs `s1`), so whatever names a session outside
+/// a tenant's own request (a cursor, a schedule, a worker's job) names the owner as well.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SessionKey {
+    pub tenant: Tenant,
+    pub session_id: String,
+}
+
+impl SessionKey {
+    pub fn new(tenant: Tenant, session_id: impl Into<String>) -> Self {
+        Self {
+            tenant,
+            session_id: session_id.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for SessionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = &self.tenant;
+        write!(f, "{}/{}/{}/{}", t.team, t.agent, t.user, self.session_id)
     }
 }
 

@@ -127,6 +127,13 @@ pub struct StoredTurn {
     pub task: Option<String>,
 }
 
+impl StoredTurn {
+    /// The session the turn belongs to.
+    pub fn session_key(&self) -> crate::domain::SessionKey {
+        crate::domain::SessionKey::new(self.tenant.clone(), self.session_id.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

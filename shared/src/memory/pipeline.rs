@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use super::{junk, redact, Batch, BatchTurn, Candidate, Card, CardExtractor, ConflictJudge, Decision, EngineError};
 use super::{EngineRun, Memory, MemoryStatus};
-use crate::domain::{StoredTurn, Tenant};
+use crate::domain::{SessionKey, StoredTurn, Tenant};
 use crate::embed::Embedder;
 use crate::index::{Fusion, IndexPoint, IndexQuery, PointKind, SearchIndex, Strategy};
 use crate::metrics;
@@ -142,15 +142,15 @@ impl Pipeline {
 
     /// Extracts the next batch of the session: the turns past the extraction cursor, at most
     /// `batch_turns`. `None` when nothing is pending.
-    #[tracing::instrument(skip(self), fields(mode = self.extractor.mode()))]
-    pub async fn run_batch(&self, session_id: &str) -> Result<Option<BatchReport>, PipelineError> {
+    #[tracing::instrument(skip(self, session), fields(session_id = %session.session_id, mode = self.extractor.mode()))]
+    pub async fn run_batch(&self, session: &SessionKey) -> Result<Option<BatchReport>, PipelineError> {
         let (cursor, pending) = self
             .turns
-            .pending_turns(EXTRACT_CONSUMER, session_id, self.settings.batch_turns)
+            .pending_turns(EXTRACT_CONSUMER, session, self.settings.batch_turns)
             .await?;
         let Some(last) = pending.last() else { return Ok(None) };
         let new_cursor = last.seq;
-        let tenant = last.tenant.clone();
+        let (tenant, session_id) = (session.tenant.clone(), session.session_id.as_str());
         let started_at = Utc::now();
         let started = Instant::now();
         let mut report = BatchReport {

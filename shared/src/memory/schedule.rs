@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::pipeline::{MemoryIndexer, Pipeline, PipelineError};
 use crate::bus::{Event, EventBus};
-use crate::domain::Tenant;
+use crate::domain::{SessionKey, Tenant};
 use crate::lease;
 use crate::metrics;
 use crate::store::memory::EXTRACT_CONSUMER;
@@ -126,51 +126,50 @@ impl Scheduler {
 
     /// Runs the batches that are due for the session and returns how many ran; arms the idle
     /// timer for what remains.
-    #[tracing::instrument(skip(self))]
-    pub async fn poll(&self, session_id: &str, trigger: Trigger) -> Result<usize, PipelineError> {
+    #[tracing::instrument(skip(self, session), fields(session_id = %session.session_id))]
+    pub async fn poll(&self, session: &SessionKey, trigger: Trigger) -> Result<usize, PipelineError> {
         let memories = Arc::clone(self.pipeline.memories());
-        let (_, pending) = self.turns.pending_turns(EXTRACT_CONSUMER, session_id, 1).await?;
-        let Some(first) = pending.first() else { return Ok(0) };
-        let tenant = first.tenant.clone();
+        let (_, pending) = self.turns.pending_turns(EXTRACT_CONSUMER, session, 1).await?;
+        if pending.is_empty() {
+            return Ok(0);
+        }
         // One run per session at a time, across replicas: a second run would make the same LLM
         // call only to lose the commit to the first.
         let owner = Uuid::new_v4();
-        if !memories.claim_session(session_id, owner, self.lease_until()).await? {
+        if !memories.claim_session(session, owner, self.lease_until()).await? {
             ::metrics::counter!(metrics::EXTRACT_CONTENDED).increment(1);
             // New turns may have come after the holder's last look at the session: look again
             // shortly. Only for new turns, so that a lease left by a dead worker does not make
             // its own wake-ups loop until it expires (the sweep covers that case).
             if trigger == Trigger::NewTurns {
-                self.wake_later(session_id, &tenant, CONTENDED_RETRY).await;
+                self.wake_later(session, CONTENDED_RETRY).await;
             }
             return Ok(0);
         }
         let result = tokio::select! {
-            result = self.poll_claimed(session_id, trigger, owner) => result,
+            result = self.poll_claimed(session, trigger, owner) => result,
             // Another run holds the session now and goes on from the cursor; whatever this one
             // had not committed it would only lose to that run's commit.
-            () = self.keep_lease(session_id, owner) => Ok(0),
+            () = self.keep_lease(session, owner) => Ok(0),
         };
-        if let Err(e) = memories.release_session(session_id, owner).await {
+        if let Err(e) = memories.release_session(session, owner).await {
             // The lease expires on its own.
-            tracing::warn!(session_id, error = %crate::runtime::error_chain(&e), "failed to release the extraction lease");
+            tracing::warn!(session_id = %session.session_id, error = %crate::runtime::error_chain(&e), "failed to release the extraction lease");
         }
         result
     }
 
-    async fn poll_claimed(&self, session_id: &str, trigger: Trigger, owner: Uuid) -> Result<usize, PipelineError> {
+    async fn poll_claimed(&self, session: &SessionKey, trigger: Trigger, owner: Uuid) -> Result<usize, PipelineError> {
         let memories = Arc::clone(self.pipeline.memories());
         let batch_turns = self.pipeline.settings().batch_turns;
         let mut batches = 0;
         let mut flushing = trigger == Trigger::Flush;
         loop {
-            let (_, pending) = self
-                .turns
-                .pending_turns(EXTRACT_CONSUMER, session_id, batch_turns)
-                .await?;
-            let Some(last) = pending.last() else { break };
-            let tenant = last.tenant.clone();
-            let state = memories.schedule(session_id).await?;
+            let (_, pending) = self.turns.pending_turns(EXTRACT_CONSUMER, session, batch_turns).await?;
+            if pending.is_empty() {
+                break;
+            }
+            let state = memories.schedule(session).await?;
             let now = Utc::now();
             let idle_due = state.idle_due_at.is_some_and(|due| due <= now);
             let reason = if trigger == Trigger::Flush {
@@ -185,10 +184,10 @@ impl Scheduler {
             if flushing || reason == "threshold" {
                 // Checked again before paying for a batch: a lost lease (it expired and another
                 // run took it) means that run goes on from here.
-                if !memories.claim_session(session_id, owner, self.lease_until()).await? {
+                if !memories.claim_session(session, owner, self.lease_until()).await? {
                     break;
                 }
-                match self.pipeline.run_batch(session_id).await? {
+                match self.pipeline.run_batch(session).await? {
                     Some(report) if report.raced => break,
                     Some(report) => {
                         batches += 1;
@@ -199,7 +198,7 @@ impl Scheduler {
                             // other sessions run beside it. Drained only after the whole run,
                             // a burst of 960 turns kept 112 memories where 67 were distinct.
                             self.drain_memories().await;
-                            self.memories_stored(&tenant).await;
+                            self.memories_stored(&session.tenant).await;
                         }
                     }
                     None => break,
@@ -211,15 +210,14 @@ impl Scheduler {
                 Trigger::Check | Trigger::Flush => state.idle_due_at.is_none(),
             };
             if arm {
-                self.arm(session_id, &tenant, self.settings.idle_flush).await?;
+                self.arm(session, self.settings.idle_flush).await?;
             } else if let Some(due) = state.idle_due_at {
                 // A wake-up a little early (clocks, broker TTL granularity): wake again when
                 // due. One that is far off was sent before a newer turn pushed the due-time
                 // back; that turn sent its own wake-up, so this one is dropped.
                 let remaining = (due - now).to_std().unwrap_or_default();
                 if trigger == Trigger::Check && remaining <= EARLY_WAKE_UP {
-                    self.wake_later(session_id, &tenant, remaining + Duration::from_millis(50))
-                        .await;
+                    self.wake_later(session, remaining + Duration::from_millis(50)).await;
                 }
             }
             break;
@@ -235,14 +233,14 @@ impl Scheduler {
     /// holds the session. A lease that only outlasted one batch had to be long enough for an
     /// LLM call with its retries (it was 10 minutes), and a killed worker's sessions waited
     /// that long.
-    async fn keep_lease(&self, session_id: &str, owner: Uuid) {
+    async fn keep_lease(&self, session: &SessionKey, owner: Uuid) {
         let memories = self.pipeline.memories();
         lease::keep(self.settings.lease, "extraction", |until| {
-            memories.claim_session(session_id, owner, until)
+            memories.claim_session(session, owner, until)
         })
         .await;
         tracing::warn!(
-            session_id,
+            session_id = %session.session_id,
             "lost the extraction lease to another run; stopping this one"
         );
         ::metrics::counter!(metrics::EXTRACT_LEASES_LOST).increment(1);
@@ -264,21 +262,21 @@ impl Scheduler {
         }
     }
 
-    async fn arm(&self, session_id: &str, tenant: &Tenant, after: Duration) -> Result<(), PipelineError> {
+    async fn arm(&self, session: &SessionKey, after: Duration) -> Result<(), PipelineError> {
         let due = Utc::now() + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX);
-        self.pipeline.memories().set_idle_due(session_id, due).await?;
-        self.wake_later(session_id, tenant, after).await;
+        self.pipeline.memories().set_idle_due(session, due).await?;
+        self.wake_later(session, after).await;
         Ok(())
     }
 
-    async fn wake_later(&self, session_id: &str, tenant: &Tenant, after: Duration) {
+    async fn wake_later(&self, session: &SessionKey, after: Duration) {
         let event = Event::ExtractDue {
-            tenant: tenant.clone(),
-            session_id: session_id.to_owned(),
+            tenant: session.tenant.clone(),
+            session_id: session.session_id.clone(),
         };
         if let Err(e) = self.bus.publish_delayed(&event, after).await {
             // The due-time is stored; the sweep flushes the session when the event is missing.
-            tracing::warn!(session_id, error = %crate::runtime::error_chain(&e), "failed to publish the idle timer");
+            tracing::warn!(session_id = %session.session_id, error = %crate::runtime::error_chain(&e), "failed to publish the idle timer");
         }
     }
 
@@ -290,11 +288,13 @@ impl Scheduler {
         let memories = Arc::clone(self.pipeline.memories());
         let mut batches = 0;
         for due in memories.due_sessions(Utc::now(), SWEEP_PAGE).await? {
-            batches += self.poll(&due.session_id, Trigger::Check).await?;
+            batches += self
+                .poll(&SessionKey::new(due.tenant, due.session_id), Trigger::Check)
+                .await?;
         }
         let backlog = self.turns.backlog(EXTRACT_CONSUMER, SWEEP_PAGE).await?;
         for session in &backlog {
-            batches += self.poll(&session.session_id, Trigger::Check).await?;
+            batches += self.poll(&session.key(), Trigger::Check).await?;
         }
         match self.turns.lag(EXTRACT_CONSUMER).await {
             Ok(lag) => {
@@ -319,7 +319,7 @@ impl Scheduler {
                 }
                 let mut progressed = false;
                 for session in &backlog {
-                    let ran = self.poll(&session.session_id, Trigger::Flush).await?;
+                    let ran = self.poll(&session.key(), Trigger::Flush).await?;
                     progressed |= ran > 0;
                     batches += ran;
                 }

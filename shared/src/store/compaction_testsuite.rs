@@ -42,7 +42,8 @@ pub async fn compaction_store_suite(store: Arc<dyn Both>) {
 }
 
 /// A request makes the session's one job `pending`; more requests change nothing while it is
-/// live; unknown and other tenants' sessions are `SessionNotFound` and write nothing.
+/// live; unknown sessions are `SessionNotFound` and write nothing, and another owner's session of
+/// the same id is another session.
 pub async fn request_queues_one_job_per_session(store: &dyn Both) {
     let (t, s) = session_with_turns(store, 3).await;
     let now = at(0);
@@ -83,6 +84,21 @@ pub async fn request_queues_one_job_per_session(store: &dyn Both) {
     assert_not_found(
         store.request_compaction(&t, &session(), req(false, None, now)).await,
         "an unknown session",
+    );
+
+    // The stranger's own session of the same id has a job of its own.
+    let one = NewTurn::new("user", "the stranger's turn", None, None, None).expect("a valid turn");
+    store.append(&stranger, &s, &[one]).await.expect("append");
+    assert_eq!(
+        request(store, &stranger, &s, false, at(120)).await,
+        RequestOutcome::Queued,
+        "another owner's session of the same id is another job"
+    );
+    assert_eq!(read(store, &stranger, &s).await.tenant, stranger);
+    assert_eq!(
+        read(store, &t, &s).await.requested_at,
+        now,
+        "the owner's job is left as it was"
     );
 }
 

@@ -157,7 +157,22 @@ pub async fn erase_removes_every_row_of_the_owner_and_no_other(store: &dyn Owner
     };
     let session = populated(store, &owner).await;
     populated(store, &neighbour).await;
+    // The neighbour's own session of the owner's session id, with a cursor: erasing the owner's
+    // sessions by id alone would take it too.
+    let same_id = SessionId::parse(&session).expect("session id");
+    let turn = crate::domain::NewTurn::new("user", "the neighbour's turn", None, None, None).expect("turn");
+    store.append(&neighbour, &same_id, &[turn]).await.expect("append");
+    store
+        .advance_cursor(
+            crate::store::INDEX_CONSUMER,
+            &crate::domain::SessionKey::new(neighbour.clone(), session.as_str()),
+            1,
+        )
+        .await
+        .expect("advance");
     let before = store.owner_rows(&neighbour).await.expect("count");
+    assert_eq!(before.get("turns"), Some(&4), "the neighbour's turns: {before:?}");
+    assert_eq!(before.get("sessions"), Some(&2), "the neighbour's sessions: {before:?}");
 
     let counts = store.owner_rows(&owner).await.expect("count");
     for table in [

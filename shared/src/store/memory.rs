@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::StoreResult;
-use crate::domain::Tenant;
+use crate::domain::{SessionKey, Tenant};
 use crate::memory::{Category, Memory, MemoryStatus, TemplateRef};
 
 /// The cursor name of the L1 extraction worker.
@@ -205,19 +205,19 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn clear_outbox(&self, seqs: &[i64]) -> StoreResult<()>;
 
     /// The session's schedule state (default for a session never scheduled).
-    async fn schedule(&self, session_id: &str) -> StoreResult<ScheduleState>;
+    async fn schedule(&self, session: &SessionKey) -> StoreResult<ScheduleState>;
 
     /// Sets the session's idle due-time, replacing any earlier one: a new turn pushes the idle
     /// flush back. The session must exist.
-    async fn set_idle_due(&self, session_id: &str, due: DateTime<Utc>) -> StoreResult<()>;
+    async fn set_idle_due(&self, session: &SessionKey, due: DateTime<Utc>) -> StoreResult<()>;
 
     /// Claims the session's extraction for `owner` until `until`, if no other owner holds an
     /// unexpired lease; claiming again as the same owner extends the lease. Returns whether
     /// `owner` holds it now. The session must exist.
-    async fn claim_session(&self, session_id: &str, owner: Uuid, until: DateTime<Utc>) -> StoreResult<bool>;
+    async fn claim_session(&self, session: &SessionKey, owner: Uuid, until: DateTime<Utc>) -> StoreResult<bool>;
 
     /// Gives the lease up, if `owner` holds it.
-    async fn release_session(&self, session_id: &str, owner: Uuid) -> StoreResult<()>;
+    async fn release_session(&self, session: &SessionKey, owner: Uuid) -> StoreResult<()>;
 
     /// Sessions whose idle due-time is at or before `now`, oldest due first.
     async fn due_sessions(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSession>>;

@@ -10,7 +10,7 @@ use super::memory::{
     BatchCommit, CommitOutcome, MemoryFilter, MemoryPatch, MemoryStore, ProvenanceRecord, EXTRACT_CONSUMER, LAYER_L1,
 };
 use super::TranscriptStore;
-use crate::domain::{NewTurn, SessionId, StoredTurn, Tenant};
+use crate::domain::{NewTurn, SessionId, SessionKey, StoredTurn, Tenant};
 use crate::memory::{Category, Memory, MemoryStatus, TemplateRef};
 
 pub(crate) fn tenant() -> Tenant {
@@ -20,6 +20,10 @@ pub(crate) fn tenant() -> Tenant {
         agent: "agent".to_owned(),
         user: "user".to_owned(),
     }
+}
+
+fn key(tenant: &Tenant, session: &str) -> SessionKey {
+    SessionKey::new(tenant.clone(), session)
 }
 
 /// A session of `n` stored turns.
@@ -119,7 +123,7 @@ pub async fn commit_writes_everything_and_moves_the_cursor(turns: &dyn Transcrip
         .expect("commit");
     assert_eq!(outcome, CommitOutcome::Committed);
     let (cursor, pending) = turns
-        .pending_turns(EXTRACT_CONSUMER, &session, 10)
+        .pending_turns(EXTRACT_CONSUMER, &key(&t, &session), 10)
         .await
         .expect("pending");
     assert_eq!(cursor, 2, "the commit moves the extraction cursor");
@@ -130,7 +134,7 @@ pub async fn commit_writes_everything_and_moves_the_cursor(turns: &dyn Transcrip
     let provenance = store.memory_provenance(&t, a.id).await.expect("provenance");
     assert_eq!(provenance.len(), 1);
     assert_eq!(provenance[0], record_like(&provenance[0], &a));
-    assert_eq!(store.schedule(&session).await.expect("schedule").runs, 1);
+    assert_eq!(store.schedule(&key(&t, &session)).await.expect("schedule").runs, 1);
     let queued = outbox_ids(store).await;
     assert!(
         queued.contains(&a.id) && queued.contains(&b.id),
@@ -181,7 +185,7 @@ pub async fn commit_refuses_a_moved_cursor(turns: &dyn TranscriptStore, store: &
         1,
         "no duplicate"
     );
-    assert_eq!(store.schedule(&session).await.expect("schedule").runs, 1);
+    assert_eq!(store.schedule(&key(&t, &session)).await.expect("schedule").runs, 1);
 }
 
 /// Archiving links the old memory to its successor; history follows the chain.
@@ -614,12 +618,12 @@ pub async fn idle_due_times(turns: &dyn TranscriptStore, store: &dyn MemoryStore
             .collect::<Vec<_>>()
     };
     store
-        .set_idle_due(&session, now + Duration::seconds(60))
+        .set_idle_due(&key(&t, &session), now + Duration::seconds(60))
         .await
         .expect("set due");
     assert!(!due_ids(now).await.contains(&session), "not due before its time");
     store
-        .set_idle_due(&session, now - Duration::seconds(1))
+        .set_idle_due(&key(&t, &session), now - Duration::seconds(1))
         .await
         .expect("replace due");
     let due = store.due_sessions(now, 10_000).await.expect("due sessions");
@@ -638,7 +642,10 @@ pub async fn idle_due_times(turns: &dyn TranscriptStore, store: &dyn MemoryStore
         ))
         .await
         .expect("commit");
-    assert_eq!(store.schedule(&session).await.expect("schedule").idle_due_at, None);
+    assert_eq!(
+        store.schedule(&key(&t, &session)).await.expect("schedule").idle_due_at,
+        None
+    );
     assert!(!due_ids(now).await.contains(&session), "a commit clears the due-time");
 }
 
@@ -658,37 +665,63 @@ pub async fn session_leases_are_exclusive(turns: &dyn TranscriptStore, store: &d
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
     let later = Utc::now() + Duration::minutes(10);
     assert!(
-        store.claim_session(&session, a, later).await.expect("claim"),
+        store.claim_session(&key(&t, &session), a, later).await.expect("claim"),
         "a free session is claimed"
     );
     assert!(
-        !store.claim_session(&session, b, later).await.expect("claim"),
+        !store.claim_session(&key(&t, &session), b, later).await.expect("claim"),
         "a held lease is refused"
     );
     assert!(
-        store.claim_session(&session, a, later).await.expect("renew"),
+        store.claim_session(&key(&t, &session), a, later).await.expect("renew"),
         "the holder renews"
     );
-    store.release_session(&session, b).await.expect("release by another");
+    store
+        .release_session(&key(&t, &session), b)
+        .await
+        .expect("release by another");
     assert!(
-        !store.claim_session(&session, b, later).await.expect("claim"),
+        !store.claim_session(&key(&t, &session), b, later).await.expect("claim"),
         "a stranger cannot release it"
     );
-    store.release_session(&session, a).await.expect("release");
+    store.release_session(&key(&t, &session), a).await.expect("release");
     assert!(
-        store.claim_session(&session, b, later).await.expect("claim"),
+        store.claim_session(&key(&t, &session), b, later).await.expect("claim"),
         "a released lease is free"
     );
     // An expired lease is taken over.
     let (other, _) = session_with_turns(turns, &t, 1).await;
     assert!(store
-        .claim_session(&other, a, Utc::now() - Duration::seconds(1))
+        .claim_session(&key(&t, &other), a, Utc::now() - Duration::seconds(1))
         .await
         .expect("claim"));
     assert!(
-        store.claim_session(&other, b, later).await.expect("take over"),
+        store
+            .claim_session(&key(&t, &other), b, later)
+            .await
+            .expect("take over"),
         "an expired lease is free"
     );
     // Leases leave the schedule alone.
-    assert_eq!(store.schedule(&other).await.expect("schedule").runs, 0);
+    assert_eq!(store.schedule(&key(&t, &other)).await.expect("schedule").runs, 0);
+
+    // Another owner's session of the same id has a lease of its own.
+    let neighbour = Tenant {
+        user: format!("user-{}", Uuid::new_v4().simple()),
+        ..t.clone()
+    };
+    let id = SessionId::parse(&session).expect("session id");
+    let one = NewTurn::new("user", "same id, another owner", None, None, None).expect("turn");
+    turns.append(&neighbour, &id, &[one]).await.expect("append");
+    assert!(
+        store
+            .claim_session(&key(&neighbour, &session), a, later)
+            .await
+            .expect("claim"),
+        "another owner's session of the same id is free while this one is held"
+    );
+    assert!(
+        !store.claim_session(&key(&t, &session), a, later).await.expect("claim"),
+        "and claiming it did not free this one"
+    );
 }

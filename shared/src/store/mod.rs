@@ -42,7 +42,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound as _, Utc};
 use uuid::Uuid;
 
-use crate::domain::{AppendedTurn, NewTurn, SessionId, StoredTurn, Tenant};
+use crate::domain::{AppendedTurn, NewTurn, SessionId, SessionKey, StoredTurn, Tenant};
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -83,6 +83,12 @@ pub struct Backlog {
     pub last_seq: i64,
 }
 
+impl Backlog {
+    pub fn key(&self) -> SessionKey {
+        SessionKey::new(self.tenant.clone(), self.session_id.clone())
+    }
+}
+
 /// What a consumer has not processed yet, across all sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Lag {
@@ -108,9 +114,10 @@ pub trait TranscriptStore: Send + Sync + 'static {
     /// Idempotent on `client_id` within the session: a turn whose key was stored before gets
     /// the original id, seq and created_at back, and nothing new is written for it.
     ///
-    /// Fails with `SessionNotFound` when the session belongs to another tenant, and then writes
-    /// nothing. A turn's `created_at` is the client's value (truncated to microseconds) or the
-    /// time of the append. An empty `turns` still claims a new session for `tenant`.
+    /// A session is the tenant's own: another tenant's session of the same id is another
+    /// session, and an append never tells whether one exists. A turn's `created_at` is the
+    /// client's value (truncated to microseconds) or the time of the append. An empty `turns`
+    /// still creates the session.
     async fn append(&self, tenant: &Tenant, session: &SessionId, turns: &[NewTurn]) -> StoreResult<Vec<AppendedTurn>>;
 
     /// Lists up to `limit` turns with `seq > after_seq`, in seq order. `SessionNotFound`
@@ -138,7 +145,12 @@ pub trait TranscriptStore: Send + Sync + 'static {
 
     /// Reads up to `limit` turns of a session past `consumer`'s cursor, in seq order, with the
     /// cursor they were read at. Not tenant-scoped: for workers only.
-    async fn pending_turns(&self, consumer: &str, session_id: &str, limit: u32) -> StoreResult<(i64, Vec<StoredTurn>)>;
+    async fn pending_turns(
+        &self,
+        consumer: &str,
+        session: &SessionKey,
+        limit: u32,
+    ) -> StoreResult<(i64, Vec<StoredTurn>)>;
 
     /// Reads, for each `(session, after)`, up to `limit` turns past both `consumer`'s cursor and
     /// `after`, in one query: the index worker reads every session woken in a round at once,
@@ -149,7 +161,7 @@ pub trait TranscriptStore: Send + Sync + 'static {
     async fn pending_turns_many(
         &self,
         consumer: &str,
-        sessions: &[(String, i64)],
+        sessions: &[(SessionKey, i64)],
         limit: u32,
     ) -> StoreResult<Vec<StoredTurn>>;
 
@@ -161,11 +173,11 @@ pub trait TranscriptStore: Send + Sync + 'static {
     /// itself (Postgres commits it without waiting for its WAL flush, one fsync less per
     /// round): the cursor is then found at an earlier seq. A consumer must make its output
     /// durable before advancing and redo it idempotently, as the index worker does.
-    async fn advance_cursors(&self, consumer: &str, cursors: &[(String, i64)]) -> StoreResult<()>;
+    async fn advance_cursors(&self, consumer: &str, cursors: &[(SessionKey, i64)]) -> StoreResult<()>;
 
     /// `advance_cursors` for one session.
-    async fn advance_cursor(&self, consumer: &str, session_id: &str, seq: i64) -> StoreResult<()> {
-        self.advance_cursors(consumer, &[(session_id.to_owned(), seq)]).await
+    async fn advance_cursor(&self, consumer: &str, session: &SessionKey, seq: i64) -> StoreResult<()> {
+        self.advance_cursors(consumer, &[(session.clone(), seq)]).await
     }
 
     /// Forgets every cursor of `consumer`, so that it processes every stored turn again;

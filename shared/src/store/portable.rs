@@ -5,8 +5,10 @@
 //! # Import writes what the target lacks, and never overwrites
 //! Every row keeps its id. A row the target already holds for the same owner (the same id, and
 //! for a turn the same session and seq) is left as it is, so a second import of one stream
-//! writes nothing. A row whose id, or a turn whose (session, seq), the target holds for another
-//! owner or another turn is a conflict: the whole import is refused and nothing is written.
+//! writes nothing. A row whose id the target holds for another owner, or a turn whose (session,
+//! seq) the owner holds as another turn, is a conflict: the whole import is refused and nothing
+//! is written. Session ids are the owner's own, so another owner's session of the same id is no
+//! conflict.
 
 use std::collections::BTreeMap;
 

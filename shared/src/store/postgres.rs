@@ -28,7 +28,7 @@ use uuid::Uuid;
 use super::{
     plan_append, truncate_to_micros, turn_id, Backlog, Lag, SessionInfo, StoreError, StoreResult, TranscriptStore,
 };
-use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, TaskId, Tenant};
+use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, SessionKey, StoredTurn, TaskId, Tenant};
 
 /// One forward-only schema change, applied at most once per database.
 struct Migration {
@@ -93,6 +93,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 11,
         name: "operator_log",
         sql: include_str!("../../../migrations/V011__operator_log.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "owner_scoped_sessions",
+        sql: include_str!("../../../migrations/V012__owner_scoped_sessions.sql"),
     },
 ];
 
@@ -243,7 +248,7 @@ impl PostgresStore {
 
     /// `append` for turns without client ids (no retry to recognise): one statement, one round
     /// trip, where the general path needs a transaction of five or six. Same outcome: gapless
-    /// seqs in request order, all turns or none, and an error for another tenant's session.
+    /// seqs in request order, all turns or none.
     async fn append_new(&self, tenant: &Tenant, session_id: &str, turns: &[NewTurn]) -> StoreResult<Vec<AppendedTurn>> {
         let now = Utc::now();
         let ids: Vec<Uuid> = turns.iter().map(|_| turn_id(now)).collect();
@@ -274,9 +279,6 @@ impl PostgresStore {
             )
             .await
             .map_err(pg_error)?;
-        if rows.is_empty() {
-            return Err(StoreError::SessionNotFound);
-        }
         let mut appended = HashMap::with_capacity(rows.len());
         for row in &rows {
             let turn = appended_turn(row)?;
@@ -289,6 +291,35 @@ impl PostgresStore {
                     .ok_or_else(|| StoreError::Backend(format!("turn {id} was not returned by its insert").into()))
             })
             .collect()
+    }
+}
+
+/// `(session, value)` pairs as the column arrays a statement unnests.
+struct KeyColumns<'a> {
+    teams: Vec<&'a str>,
+    agents: Vec<&'a str>,
+    users: Vec<&'a str>,
+    sessions: Vec<&'a str>,
+    values: Vec<i64>,
+}
+
+impl<'a> KeyColumns<'a> {
+    fn of(pairs: &'a [(SessionKey, i64)]) -> Self {
+        let mut columns = Self {
+            teams: Vec::with_capacity(pairs.len()),
+            agents: Vec::with_capacity(pairs.len()),
+            users: Vec::with_capacity(pairs.len()),
+            sessions: Vec::with_capacity(pairs.len()),
+            values: Vec::with_capacity(pairs.len()),
+        };
+        for (key, value) in pairs {
+            columns.teams.push(&key.tenant.team);
+            columns.agents.push(&key.tenant.agent);
+            columns.users.push(&key.tenant.user);
+            columns.sessions.push(&key.session_id);
+            columns.values.push(*value);
+        }
+        columns
     }
 }
 
@@ -308,11 +339,10 @@ impl TranscriptStore for PostgresStore {
             .await
             .map_err(pg_error)?;
         let lock = tx.prepare_cached(sql::APPEND_LOCK_SESSION).await.map_err(pg_error)?;
-        let row = tx.query_one(&lock, &[&session_id]).await.map_err(pg_error)?;
-        if tenant_of(&row)? != *tenant {
-            // Dropping the transaction rolls it back: nothing was written.
-            return Err(StoreError::SessionNotFound);
-        }
+        let row = tx
+            .query_one(&lock, &[&session_id, &tenant.team, &tenant.agent, &tenant.user])
+            .await
+            .map_err(pg_error)?;
         let last_seq: i64 = get(&row, "last_seq")?;
         let now: DateTime<Utc> = get(&row, "now")?;
 
@@ -377,9 +407,12 @@ impl TranscriptStore for PostgresStore {
             .await
             .map_err(pg_error)?;
             let update = tx.prepare_cached(sql::APPEND_UPDATE_SESSION).await.map_err(pg_error)?;
-            tx.execute(&update, &[&session_id, &plan.last_seq])
-                .await
-                .map_err(pg_error)?;
+            tx.execute(
+                &update,
+                &[&session_id, &plan.last_seq, &tenant.team, &tenant.agent, &tenant.user],
+            )
+            .await
+            .map_err(pg_error)?;
         }
         tx.commit().await.map_err(pg_error)?;
         Ok(plan.results)
@@ -476,12 +509,28 @@ impl TranscriptStore for PostgresStore {
             .collect()
     }
 
-    #[instrument(skip_all, fields(consumer = consumer, session_id = session_id, limit = limit))]
-    async fn pending_turns(&self, consumer: &str, session_id: &str, limit: u32) -> StoreResult<(i64, Vec<StoredTurn>)> {
+    #[instrument(skip_all, fields(consumer = consumer, session_id = %session.session_id, limit = limit))]
+    async fn pending_turns(
+        &self,
+        consumer: &str,
+        session: &SessionKey,
+        limit: u32,
+    ) -> StoreResult<(i64, Vec<StoredTurn>)> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql::PENDING_TURNS).await.map_err(pg_error)?;
+        let t = &session.tenant;
         let rows = client
-            .query(&stmt, &[&consumer, &session_id, &i64::from(limit)])
+            .query(
+                &stmt,
+                &[
+                    &consumer,
+                    &session.session_id,
+                    &i64::from(limit),
+                    &t.team,
+                    &t.agent,
+                    &t.user,
+                ],
+            )
             .await
             .map_err(pg_error)?;
         let Some(first) = rows.first() else {
@@ -494,32 +543,53 @@ impl TranscriptStore for PostgresStore {
     async fn pending_turns_many(
         &self,
         consumer: &str,
-        sessions: &[(String, i64)],
+        sessions: &[(SessionKey, i64)],
         limit: u32,
     ) -> StoreResult<Vec<StoredTurn>> {
         if sessions.is_empty() {
             return Ok(Vec::new());
         }
-        let (session_ids, after): (Vec<&str>, Vec<i64>) = sessions.iter().map(|(s, a)| (s.as_str(), *a)).unzip();
+        let keys = KeyColumns::of(sessions);
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql::PENDING_TURNS_MANY).await.map_err(pg_error)?;
         let rows = client
-            .query(&stmt, &[&consumer, &session_ids, &i64::from(limit), &after])
+            .query(
+                &stmt,
+                &[
+                    &consumer,
+                    &keys.sessions,
+                    &i64::from(limit),
+                    &keys.values,
+                    &keys.teams,
+                    &keys.agents,
+                    &keys.users,
+                ],
+            )
             .await
             .map_err(pg_error)?;
         rows.iter().map(stored_turn).collect()
     }
 
     #[instrument(skip_all, fields(consumer = consumer, sessions = cursors.len()))]
-    async fn advance_cursors(&self, consumer: &str, cursors: &[(String, i64)]) -> StoreResult<()> {
+    async fn advance_cursors(&self, consumer: &str, cursors: &[(SessionKey, i64)]) -> StoreResult<()> {
         if cursors.is_empty() {
             return Ok(());
         }
-        let (sessions, seqs): (Vec<&str>, Vec<i64>) = cursors.iter().map(|(s, seq)| (s.as_str(), *seq)).unzip();
+        let keys = KeyColumns::of(cursors);
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql::ADVANCE_CURSORS).await.map_err(pg_error)?;
         client
-            .execute(&stmt, &[&consumer, &sessions, &seqs])
+            .execute(
+                &stmt,
+                &[
+                    &consumer,
+                    &keys.teams,
+                    &keys.agents,
+                    &keys.users,
+                    &keys.sessions,
+                    &keys.values,
+                ],
+            )
             .await
             .map_err(pg_error)?;
         Ok(())

@@ -17,8 +17,8 @@
 //! disk is slow (another writer flushing), every append queued behind one slow fsync waited for
 //! its own as well. So appends queue up, and whichever append's blocking call gets the
 //! connection commits all queued ones in one transaction, each in its own savepoint: one fsync
-//! for the group, and an append that fails (a session owned by another tenant, say) is rolled
-//! back to its savepoint alone. If the group's commit itself fails, nothing of it was written,
+//! for the group, and an append that fails (one that breaks a constraint, say) is rolled back
+//! to its savepoint alone. If the group's commit itself fails, nothing of it was written,
 //! and each append is retried in a transaction of its own, so each gets its own outcome.
 //!
 //! The connection syncs nothing but those commits: it never checkpoints the WAL (a thread with
@@ -36,7 +36,7 @@ use tracing::instrument;
 use uuid::Uuid;
 
 use super::{plan_append, truncate_to_micros, Backlog, Lag, SessionInfo, StoreError, StoreResult, TranscriptStore};
-use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, Tenant};
+use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, SessionKey, StoredTurn, Tenant};
 // Poison is ignored: a panic mid-call rolled its transaction back when the guard unwound, so
 // the connection is still sound, and the append queue is only pushed to or taken whole.
 use crate::sync::lock;
@@ -62,11 +62,13 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
 /// The parts of the schema that need [`ADDED_COLUMNS`], applied after them; idempotent.
 const AFTER_COLUMNS: &[&str] = &[include_str!("sqlite/tasks.sql")];
 /// Recorded in `PRAGMA user_version`; a file written by a newer schema is refused. Bumped when
-/// a part adds tables (4: scenes and persona; 5: API keys; 6: erasures; 7: the operator log): every part is `IF NOT EXISTS`, so an older file
-/// is upgraded in place on open, and an older build then refuses the file it cannot serve.
+/// a part adds tables (4: scenes and persona; 5: API keys; 6: erasures; 7: the operator log):
+/// every part is `IF NOT EXISTS`, so an older file is upgraded in place on open, and an older
+/// build then refuses the file it cannot serve. 8 keyed sessions by their owner as well, which
+/// `IF NOT EXISTS` cannot do: [`rekey::rekey_sessions`] rebuilds the tables of an older file.
 /// The `task` columns did not bump it: an older build reads and writes such a file correctly
 /// (its turns and memories simply have no task).
-const SCHEMA_VERSION: i64 = 7;
+const SCHEMA_VERSION: i64 = 8;
 /// How long a call waits for another process's lock before it gives up as `Unavailable`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -78,20 +80,26 @@ mod keys;
 mod memory;
 mod portable;
 mod prompts;
+mod rekey;
 mod scene;
 
 mod sql {
+    // A session is its owner's: a statement that names one binds it as `?1..?4`, the session
+    // id and then its team, agent and user.
     pub const CLAIM_SESSION: &str = "INSERT INTO sessions \
          (session_id, team_id, agent_id, user_id, last_seq, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5) ON CONFLICT (session_id) DO NOTHING";
-    pub const SESSION_OWNER: &str = "SELECT team_id, agent_id, user_id, last_seq FROM sessions WHERE session_id = ?1";
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5) \
+         ON CONFLICT (team_id, agent_id, user_id, session_id) DO NOTHING";
+    pub const LAST_SEQ: &str = "SELECT last_seq FROM sessions \
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     pub const STORED_CLIENT_IDS: &str = "SELECT client_id, id, seq, created_at FROM messages \
          WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4 \
          AND client_id IN (SELECT value FROM json_each(?5))";
     pub const INSERT_TURN: &str = "INSERT INTO messages \
          (id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id, created_at, task) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
-    pub const UPDATE_SESSION: &str = "UPDATE sessions SET last_seq = ?2, updated_at = ?3 WHERE session_id = ?1";
+    pub const UPDATE_SESSION: &str = "UPDATE sessions SET last_seq = ?5, updated_at = ?6 \
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     pub const SESSION_INFO: &str = "SELECT last_seq, reset_at FROM sessions \
          WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     pub const LIST_TURNS: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
@@ -106,19 +114,27 @@ mod sql {
          AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     pub const BACKLOG: &str = "SELECT s.session_id, s.team_id, s.agent_id, s.user_id, s.last_seq, \
          COALESCE(c.seq, 0) AS cursor_seq FROM sessions s \
-         LEFT JOIN cursors c ON c.consumer = ?1 AND c.session_id = s.session_id \
+         LEFT JOIN cursors c ON c.consumer = ?1 \
+         AND c.team_id = s.team_id AND c.agent_id = s.agent_id AND c.user_id = s.user_id \
+         AND c.session_id = s.session_id \
          WHERE s.last_seq > COALESCE(c.seq, 0) ORDER BY s.updated_at, s.session_id LIMIT ?2";
-    pub const CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = ?1 AND session_id = ?2";
+    pub const CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = ?5 \
+         AND session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     pub const PENDING_TURNS: &str = "SELECT id, session_id, team_id, agent_id, user_id, seq, role, \
          content, metadata, client_id, created_at, task FROM messages \
-         WHERE session_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4 AND seq > ?5 \
+         ORDER BY seq LIMIT ?6";
     pub const RESET_CURSORS: &str = "DELETE FROM cursors WHERE consumer = ?1";
-    pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
-         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, session_id) DO UPDATE \
+    pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors \
+         (consumer, session_id, team_id, agent_id, user_id, seq, updated_at) \
+         VALUES (?5, ?1, ?2, ?3, ?4, ?6, ?7) \
+         ON CONFLICT (consumer, team_id, agent_id, user_id, session_id) DO UPDATE \
          SET seq = MAX(cursors.seq, excluded.seq), updated_at = excluded.updated_at";
     pub const LAG: &str = "SELECT COALESCE(SUM(s.last_seq - COALESCE(c.seq, 0)), 0) AS turns, \
          COUNT(*) AS sessions FROM sessions s \
-         LEFT JOIN cursors c ON c.consumer = ?1 AND c.session_id = s.session_id \
+         LEFT JOIN cursors c ON c.consumer = ?1 \
+         AND c.team_id = s.team_id AND c.agent_id = s.agent_id AND c.user_id = s.user_id \
+         AND c.session_id = s.session_id \
          WHERE s.last_seq > COALESCE(c.seq, 0)";
 }
 
@@ -242,7 +258,11 @@ fn open_connection(path: &Path) -> Outcome<Connection> {
             format!("schema version {version} is newer than this build ({SCHEMA_VERSION})").into(),
         ));
     }
-    apply_schema(&tx)?;
+    if version < rekey::OWNER_KEYED_SESSIONS && rekey::sessions_keyed_by_id(&tx)? {
+        rekey::rekey_sessions(&tx)?;
+    } else {
+        apply_schema(&tx)?;
+    }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(conn)
@@ -400,11 +420,16 @@ impl TranscriptStore for SqliteStore {
         .await
     }
 
-    #[instrument(skip_all, fields(consumer = consumer, session_id = session_id, limit = limit))]
-    async fn pending_turns(&self, consumer: &str, session_id: &str, limit: u32) -> StoreResult<(i64, Vec<StoredTurn>)> {
+    #[instrument(skip_all, fields(consumer = consumer, session_id = %session.session_id, limit = limit))]
+    async fn pending_turns(
+        &self,
+        consumer: &str,
+        session: &SessionKey,
+        limit: u32,
+    ) -> StoreResult<(i64, Vec<StoredTurn>)> {
         let consumer = consumer.to_owned();
-        let session_id = session_id.to_owned();
-        self.run(move |conn| pending_of(&conn.transaction()?, &consumer, &session_id, 0, limit))
+        let session = session.clone();
+        self.run(move |conn| pending_of(&conn.transaction()?, &consumer, &session, 0, limit))
             .await
     }
 
@@ -412,22 +437,22 @@ impl TranscriptStore for SqliteStore {
     async fn pending_turns_many(
         &self,
         consumer: &str,
-        sessions: &[(String, i64)],
+        sessions: &[(SessionKey, i64)],
         limit: u32,
     ) -> StoreResult<Vec<StoredTurn>> {
         let consumer = consumer.to_owned();
-        // Grouped in session order, as on Postgres; a session listed twice reads past its
-        // larger `after`.
-        let mut floors: BTreeMap<String, i64> = BTreeMap::new();
-        for (session_id, after) in sessions {
-            let floor = floors.entry(session_id.clone()).or_insert(*after);
+        // Grouped in (team, agent, user, session) order, as on Postgres; a session listed
+        // twice reads past its larger `after`.
+        let mut floors: BTreeMap<SessionKey, i64> = BTreeMap::new();
+        for (session, after) in sessions {
+            let floor = floors.entry(session.clone()).or_insert(*after);
             *floor = (*floor).max(*after);
         }
         self.run(move |conn| {
             let tx = conn.transaction()?;
             let mut turns = Vec::new();
-            for (session_id, after) in &floors {
-                turns.extend(pending_of(&tx, &consumer, session_id, *after, limit)?.1);
+            for (session, after) in &floors {
+                turns.extend(pending_of(&tx, &consumer, session, *after, limit)?.1);
             }
             Ok(turns)
         })
@@ -435,7 +460,7 @@ impl TranscriptStore for SqliteStore {
     }
 
     #[instrument(skip_all, fields(consumer = consumer, sessions = cursors.len()))]
-    async fn advance_cursors(&self, consumer: &str, cursors: &[(String, i64)]) -> StoreResult<()> {
+    async fn advance_cursors(&self, consumer: &str, cursors: &[(SessionKey, i64)]) -> StoreResult<()> {
         if cursors.is_empty() {
             return Ok(());
         }
@@ -503,13 +528,14 @@ impl TranscriptStore for SqliteStore {
 }
 
 /// `TranscriptStore::advance_cursors` in one transaction.
-fn advance_cursors(conn: &mut Connection, consumer: &str, cursors: &[(String, i64)]) -> Outcome<()> {
+fn advance_cursors(conn: &mut Connection, consumer: &str, cursors: &[(SessionKey, i64)]) -> Outcome<()> {
     let tx = conn.transaction()?;
     let now = Utc::now().timestamp_micros();
     {
         let mut stmt = tx.prepare_cached(sql::ADVANCE_CURSOR)?;
-        for (session_id, seq) in cursors {
-            stmt.execute(params![consumer, session_id, seq, now])?;
+        for (session, seq) in cursors {
+            let t = &session.tenant;
+            stmt.execute(params![session.session_id, t.team, t.agent, t.user, consumer, seq, now])?;
         }
     }
     tx.commit()?;
@@ -584,7 +610,9 @@ fn alone_one(conn: &mut Connection, queued: &QueuedAppend) -> Outcome<Vec<Append
     Ok(appended)
 }
 
-/// One append, inside the caller's transaction (or savepoint).
+/// One append, inside the caller's transaction (or savepoint). The session is the tenant's own,
+/// created if new: another tenant's session of the same id is another row, and never in the
+/// way.
 fn append(tx: &Connection, tenant: &Tenant, session_id: &str, turns: &[NewTurn]) -> Outcome<Vec<AppendedTurn>> {
     let now = truncate_to_micros(Utc::now());
     tx.prepare_cached(sql::CLAIM_SESSION)?.execute(params![
@@ -594,14 +622,11 @@ fn append(tx: &Connection, tenant: &Tenant, session_id: &str, turns: &[NewTurn])
         tenant.user,
         now.timestamp_micros()
     ])?;
-    let (owner, last_seq) = tx
-        .prepare_cached(sql::SESSION_OWNER)?
-        .query_row(params![session_id], |row| {
-            Ok((tenant_of(row)?, row.get::<_, i64>("last_seq")?))
+    let last_seq: i64 = tx
+        .prepare_cached(sql::LAST_SEQ)?
+        .query_row(params![session_id, tenant.team, tenant.agent, tenant.user], |row| {
+            row.get("last_seq")
         })?;
-    if owner != *tenant {
-        return Err(Failure::SessionNotFound);
-    }
 
     let client_ids: Vec<&str> = turns.iter().filter_map(|t| t.client_id.as_deref()).collect();
     let mut stored = HashMap::new();
@@ -646,8 +671,14 @@ fn append(tx: &Connection, tenant: &Tenant, session_id: &str, turns: &[NewTurn])
             ])?;
         }
         drop(insert);
-        tx.prepare_cached(sql::UPDATE_SESSION)?
-            .execute(params![session_id, plan.last_seq, now.timestamp_micros()])?;
+        tx.prepare_cached(sql::UPDATE_SESSION)?.execute(params![
+            session_id,
+            tenant.team,
+            tenant.agent,
+            tenant.user,
+            plan.last_seq,
+            now.timestamp_micros()
+        ])?;
     }
     Ok(plan.results)
 }
@@ -679,17 +710,25 @@ fn tenant_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Tenant> {
 fn pending_of(
     tx: &rusqlite::Transaction<'_>,
     consumer: &str,
-    session_id: &str,
+    session: &SessionKey,
     after: i64,
     limit: u32,
 ) -> Outcome<(i64, Vec<StoredTurn>)> {
+    let (id, t) = (&session.session_id, &session.tenant);
     let cursor: i64 = tx
         .prepare_cached(sql::CURSOR)?
-        .query_row(params![consumer, session_id], |row| row.get("seq"))
+        .query_row(params![id, t.team, t.agent, t.user, consumer], |row| row.get("seq"))
         .optional()?
         .unwrap_or(0);
     let mut stmt = tx.prepare_cached(sql::PENDING_TURNS)?;
-    let rows = stmt.query(params![session_id, cursor.max(after), i64::from(limit)])?;
+    let rows = stmt.query(params![
+        id,
+        t.team,
+        t.agent,
+        t.user,
+        cursor.max(after),
+        i64::from(limit)
+    ])?;
     Ok((cursor, stored_turns(rows)?))
 }
 
@@ -846,21 +885,25 @@ mod tests {
             &store,
             vec![
                 (a.clone(), "s", vec![turn("two", None), turn("three", None)]),
-                // Another tenant's session: fails, and takes nothing of the others with it.
-                (b.clone(), "s", vec![turn("intruder", None)]),
+                // Its second turn breaks a constraint: it fails after writing its first, and
+                // takes nothing of the others with it.
+                (a.clone(), "s", vec![turn("half", None), turn("bad\0", None)]),
                 (a.clone(), "s", vec![turn("four", Some("c1"))]),
                 (a.clone(), "other", vec![turn("elsewhere", None)]),
                 // A retry inside the same group finds the first one's turn.
                 (a.clone(), "s", vec![turn("four", Some("c1"))]),
+                // Another tenant's session of the same id is a session of its own.
+                (b.clone(), "s", vec![turn("theirs", None)]),
             ],
         )
         .await;
-        assert_eq!(*lock(&store.group_sizes), vec![1, 5]);
+        assert_eq!(*lock(&store.group_sizes), vec![1, 6]);
         assert_eq!(seqs(&outcomes[0]), vec![2, 3]);
-        assert!(matches!(outcomes[1], Err(StoreError::SessionNotFound)));
+        assert!(matches!(outcomes[1], Err(StoreError::Backend(_))), "{:?}", outcomes[1]);
         assert_eq!(seqs(&outcomes[2]), vec![4]);
         assert_eq!(seqs(&outcomes[3]), vec![1]);
         assert_eq!(outcomes[4].as_ref().unwrap(), outcomes[2].as_ref().unwrap());
+        assert_eq!(seqs(&outcomes[5]), vec![1]);
 
         let stored = stored_seqs(&store, &a, "s").await;
         let expected: Vec<(i64, String)> = [(1, "first"), (2, "two"), (3, "three"), (4, "four")]
@@ -868,8 +911,9 @@ mod tests {
             .map(|(seq, content)| (seq, content.to_string()))
             .collect();
         assert_eq!(stored, expected);
+        assert_eq!(stored_seqs(&store, &b, "s").await, vec![(1, "theirs".to_owned())]);
         assert!(matches!(
-            store.list(&b, &session, 0, 10).await,
+            store.list(&tenant("c"), &session, 0, 10).await,
             Err(StoreError::SessionNotFound)
         ));
         // Committed for good: a new connection to the file sees the same turns.
@@ -897,7 +941,8 @@ mod tests {
         let (a, session) = (tenant("a"), SessionId::parse("s").unwrap());
         store.append(&a, &session, &[turn("one", None)]).await.unwrap();
 
-        store.advance_cursors("index", &[("s".into(), 1)]).await.unwrap();
+        let key = SessionKey::new(a.clone(), "s");
+        store.advance_cursors("index", &[(key.clone(), 1)]).await.unwrap();
         assert_eq!(store.lag("index").await.unwrap().turns, 0);
         assert_eq!(pragma(&store, "synchronous"), 2);
 
@@ -906,7 +951,7 @@ mod tests {
             .execute_batch("DROP TABLE cursors")
             .unwrap();
         store
-            .advance_cursors("index", &[("s".into(), 1)])
+            .advance_cursors("index", &[(key, 1)])
             .await
             .expect_err("no cursors table");
         assert_eq!(pragma(&store, "synchronous"), 2);
@@ -931,18 +976,21 @@ mod tests {
             &store,
             vec![
                 (a.clone(), "s", vec![turn("two", None)]),
-                (b.clone(), "s", vec![turn("intruder", None)]),
+                (a.clone(), "s", vec![turn("bad\0", None)]),
+                (b.clone(), "s", vec![turn("theirs", None)]),
                 (a.clone(), "s", vec![turn("three", None), turn("four", None)]),
             ],
         )
         .await;
-        assert_eq!(*lock(&store.group_sizes), vec![1, 3]);
+        assert_eq!(*lock(&store.group_sizes), vec![1, 4]);
         // Nothing of the failed group was written, so the retries start from seq 2 again.
         assert_eq!(seqs(&outcomes[0]), vec![2]);
-        assert!(matches!(outcomes[1], Err(StoreError::SessionNotFound)));
-        assert_eq!(seqs(&outcomes[2]), vec![3, 4]);
+        assert!(matches!(outcomes[1], Err(StoreError::Backend(_))), "{:?}", outcomes[1]);
+        assert_eq!(seqs(&outcomes[2]), vec![1]);
+        assert_eq!(seqs(&outcomes[3]), vec![3, 4]);
         let stored = stored_seq_numbers(&store, &a, "s").await;
         assert_eq!(stored, vec![1, 2, 3, 4]);
+        assert_eq!(stored_seq_numbers(&store, &b, "s").await, vec![1]);
     }
 
     #[tokio::test]
@@ -1167,6 +1215,204 @@ mod tests {
             .query_row("SELECT count(*) FROM sessions", [], |row| row.get(0))
             .unwrap();
         assert_eq!(sessions, 1);
+    }
+
+    /// The tables keyed by a session as schema version 7 made them.
+    const V7_SESSION_TABLES: &str = include_str!("sqlite/v7_sessions.sql");
+
+    /// The rows of the tables that version 8 rebuilt, in the columns they had at version 7
+    /// (but `task`, which a file from before tasks lacks).
+    const V7_ROWS: &[&str] = &[
+        "SELECT session_id, team_id, agent_id, user_id, last_seq, reset_at, created_at, updated_at \
+         FROM sessions ORDER BY session_id",
+        "SELECT id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id, created_at \
+         FROM messages ORDER BY id",
+        "SELECT consumer, session_id, seq, updated_at FROM cursors ORDER BY consumer, session_id",
+        "SELECT session_id, runs, idle_due_at, lease_owner, lease_until, updated_at FROM extract_schedule \
+         ORDER BY session_id",
+        // Its columns are in the same order in both versions.
+        "SELECT * FROM session_compactions ORDER BY session_id",
+    ];
+
+    fn rows_of(conn: &Connection, query: &str) -> Vec<Vec<rusqlite::types::Value>> {
+        let mut stmt = conn.prepare(query).unwrap();
+        let width = stmt.column_count();
+        let rows = stmt
+            .query_map([], |row| {
+                (0..width).map(|i| row.get(i)).collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .unwrap();
+        rows.collect::<Result<_, _>>().unwrap()
+    }
+
+    /// The definitions of the tables that version 8 rebuilt, and of their indexes.
+    fn session_schema(conn: &Connection) -> Vec<(String, String, Option<String>)> {
+        conn.prepare(
+            "SELECT type, name, sql FROM sqlite_master WHERE tbl_name IN \
+             ('sessions', 'messages', 'cursors', 'extract_schedule', 'session_compactions') ORDER BY type, name",
+        )
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+    }
+
+    /// A file of schema version 7, whose sessions were keyed by their id alone, is rebuilt on
+    /// open with every row, its cursors and schedules taking their owner from their session;
+    /// another owner can then have a session of the same id. A file from before tasks too.
+    #[tokio::test]
+    async fn a_version_7_file_is_rekeyed_by_owner() {
+        use crate::store::compaction::CompactionStore as _;
+        use crate::store::memory::MemoryStore as _;
+
+        for with_tasks in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("sediment.db");
+            let before: Vec<Vec<Vec<rusqlite::types::Value>>> = {
+                let conn = Connection::open(&path).unwrap();
+                conn.pragma_update(None, "foreign_keys", true).unwrap();
+                conn.execute_batch(V7_SESSION_TABLES).unwrap();
+                // The rest of the schema is as version 7 left it.
+                for part in SCHEMA.iter().chain(AFTER_COLUMNS) {
+                    conn.execute_batch(part).unwrap();
+                }
+                if !with_tasks {
+                    conn.execute_batch("ALTER TABLE messages DROP COLUMN task").unwrap();
+                }
+                assert!(rekey::sessions_keyed_by_id(&conn).unwrap());
+                conn.execute_batch(
+                    "INSERT INTO sessions (session_id, team_id, agent_id, user_id, last_seq, reset_at, created_at, updated_at)
+                     VALUES ('s1', 't', 'a', 'u1', 2, NULL, 10, 20), ('s2', 't', 'a', 'u2', 1, 15, 11, 21);
+                     INSERT INTO messages (id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id, created_at)
+                     VALUES ('00000000-0000-0000-0000-000000000001', 's1', 't', 'a', 'u1', 1, 'user', 'one', '{}', 'c1', 12),
+                            ('00000000-0000-0000-0000-000000000002', 's1', 't', 'a', 'u1', 2, 'assistant', 'two', '{\"k\":1}', NULL, 13),
+                            ('00000000-0000-0000-0000-000000000003', 's2', 't', 'a', 'u2', 1, 'user', 'three', '{}', NULL, 14);
+                     INSERT INTO cursors (consumer, session_id, seq, updated_at)
+                     VALUES ('index', 's1', 2, 30), ('extract', 's1', 1, 31), ('index', 's2', 1, 32);
+                     INSERT INTO extract_schedule (session_id, runs, idle_due_at, lease_owner, lease_until, updated_at)
+                     VALUES ('s1', 1, 40, 'owner', 50, 41);
+                     INSERT INTO session_compactions (session_id, team_id, agent_id, user_id, status, attempts, requested_at, lease_until, updated_at)
+                     VALUES ('s2', 't', 'a', 'u2', 'pending', 1, 60, 70, 61);",
+                )
+                .unwrap();
+                if with_tasks {
+                    conn.execute_batch("UPDATE messages SET task = 'k' WHERE seq = 1")
+                        .unwrap();
+                }
+                conn.pragma_update(None, "user_version", 7).unwrap();
+                let before = V7_ROWS.iter().map(|query| rows_of(&conn, query)).collect();
+                // The cursor of a session that has no row (its owner was erased) names no
+                // owner, and goes.
+                conn.execute_batch(
+                    "INSERT INTO cursors (consumer, session_id, seq, updated_at) VALUES ('index', 'gone', 5, 33)",
+                )
+                .unwrap();
+                before
+            };
+
+            {
+                let conn = open_connection(&path).unwrap();
+                let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
+                assert_eq!(version, SCHEMA_VERSION);
+                assert!(!rekey::sessions_keyed_by_id(&conn).unwrap());
+                for (query, rows) in V7_ROWS.iter().zip(&before) {
+                    assert_eq!(rows_of(&conn, query), *rows, "{query}");
+                }
+                let owners = |query: &str| -> Vec<(String, String)> {
+                    let rows = rows_of(&conn, query);
+                    rows.into_iter()
+                        .map(|row| match &row[..] {
+                            [rusqlite::types::Value::Text(s), rusqlite::types::Value::Text(u)] => {
+                                (s.clone(), u.clone())
+                            }
+                            other => panic!("{other:?}"),
+                        })
+                        .collect()
+                };
+                let expected = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+                    pairs.iter().map(|(s, u)| ((*s).to_owned(), (*u).to_owned())).collect()
+                };
+                assert_eq!(
+                    owners("SELECT session_id, user_id FROM cursors ORDER BY 1, 2"),
+                    expected(&[("s1", "u1"), ("s1", "u1"), ("s2", "u2")])
+                );
+                assert_eq!(
+                    owners("SELECT session_id, user_id FROM extract_schedule"),
+                    expected(&[("s1", "u1")])
+                );
+                // Rebuilt to the letter of a new file, indexes included, with nothing left aside.
+                assert_eq!(session_schema(&conn), session_schema(&in_memory_schema()));
+                let aside: i64 = conn
+                    .query_row(
+                        "SELECT count(*) FROM sqlite_master WHERE name GLOB '*_old*'",
+                        [],
+                        |row| row.get(0),
+                    )
+                    .unwrap();
+                assert_eq!(aside, 0);
+                let violations: i64 = conn
+                    .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |row| row.get(0))
+                    .unwrap();
+                assert_eq!(violations, 0);
+            }
+
+            let store = SqliteStore::open(&path).await.unwrap();
+            let (u1, u2) = (tenant("u1"), tenant("u2"));
+            let s1 = SessionId::parse("s1").unwrap();
+            let turns = store.list(&u1, &s1, 0, 10).await.unwrap();
+            assert_eq!(turns.len(), 2);
+            assert_eq!(turns[0].client_id.as_deref(), Some("c1"));
+            assert_eq!(turns[0].task.as_deref(), with_tasks.then_some("k"));
+            let key = SessionKey::new(u1.clone(), "s1");
+            assert_eq!(store.pending_turns("index", &key, 10).await.unwrap(), (2, Vec::new()));
+            assert_eq!(store.pending_turns("extract", &key, 10).await.unwrap().0, 1);
+            assert_eq!(store.lag("index").await.unwrap().sessions, 0);
+            assert_eq!(store.schedule(&key).await.unwrap().runs, 1);
+            let compaction = store.compaction(&u2, &SessionId::parse("s2").unwrap()).await.unwrap();
+            assert_eq!(compaction.map(|c| c.attempts), Some(1));
+
+            // Another owner's "s1" is a session of its own, from seq 1; the first owner's goes on.
+            let other = tenant("u3");
+            let appended = store.append(&other, &s1, &[turn("mine", None)]).await;
+            assert_eq!(seqs(&appended), vec![1]);
+            let appended = store.append(&u1, &s1, &[turn("three", None)]).await;
+            assert_eq!(seqs(&appended), vec![3]);
+            assert_eq!(stored_seq_numbers(&store, &u1, "s1").await, vec![1, 2, 3]);
+            assert_eq!(stored_seq_numbers(&store, &other, "s1").await, vec![1]);
+            assert!(matches!(
+                store.list(&u2, &s1, 0, 10).await,
+                Err(StoreError::SessionNotFound)
+            ));
+        }
+    }
+
+    /// The backlog sweep and the lag read every session (the schema keeps no index on
+    /// `updated_at`, see `schema.sql`), and each one's cursor by its key; the per-session reads
+    /// search their keys.
+    #[test]
+    fn session_reads_search_their_keys() {
+        let conn = in_memory_schema();
+        for query in [sql::BACKLOG, sql::LAG] {
+            let steps = query_plan(&conn, query);
+            assert!(
+                steps.iter().any(|step| step.starts_with("SEARCH c USING INDEX sqlite_autoindex_cursors_1 (consumer=? AND team_id=? AND agent_id=? AND user_id=? AND session_id=?)")),
+                "{query}: {steps:?}"
+            );
+        }
+        for query in [
+            sql::LAST_SEQ,
+            sql::UPDATE_SESSION,
+            sql::SESSION_INFO,
+            sql::RESET_SESSION,
+            sql::CURSOR,
+        ] {
+            let steps = query_plan(&conn, query);
+            assert!(
+                steps.iter().all(|step| step.starts_with("SEARCH")),
+                "{query}: {steps:?}"
+            );
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{Backlog, Lag, StoreError, StoreResult, TranscriptStore};
-use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, StoredTurn, TaskId, Tenant};
+use crate::domain::{AppendedTurn, NewTurn, Role, SessionId, SessionKey, StoredTurn, TaskId, Tenant};
 
 /// Tasks that append to one session at once in the concurrency tests.
 pub const CONCURRENT_TASKS: usize = 8;
@@ -185,8 +185,10 @@ pub async fn append_dedups_client_id_within_request(store: &dyn TranscriptStore)
     assert_eq!(retry[0], appended[0]);
 }
 
-/// A tenant that does not own a session gets `SessionNotFound` from every call, writes
-/// nothing, and reads nothing; tenants differing in one id only are different tenants.
+/// A session is its owner's: tenants differing in one id only, using the same session id, have
+/// sessions of their own. Before its first append another tenant gets `SessionNotFound` from
+/// every read, as for an id nobody used; its append (even one replaying the owner's client id)
+/// makes its own session, numbered from 1, and nothing it does reaches the owner's.
 pub async fn other_tenants_cannot_touch_a_session(store: &dyn TranscriptStore) {
     let (owner, s) = (tenant(), session());
     let appended = store
@@ -196,7 +198,7 @@ pub async fn other_tenants_cannot_touch_a_session(store: &dyn TranscriptStore) {
     let ids: Vec<Uuid> = appended.iter().map(|a| a.id).collect();
     let before = store.list(&owner, &s, 0, 100).await.expect("list as the owner");
 
-    let intruders = [
+    let others = [
         Tenant {
             team: unique("team"),
             ..owner.clone()
@@ -211,25 +213,50 @@ pub async fn other_tenants_cannot_touch_a_session(store: &dyn TranscriptStore) {
         },
         tenant(),
     ];
-    for intruder in &intruders {
-        let who = format!("{intruder:?}");
-        assert_not_found(store.append(intruder, &s, &[turn("intrusion")]).await, &who);
-        assert_not_found(store.append(intruder, &s, &[keyed("replay", "key-1")]).await, &who);
-        assert_not_found(store.list(intruder, &s, 0, 100).await, &who);
-        assert_not_found(store.session(intruder, &s).await, &who);
-        assert_not_found(store.reset(intruder, &s).await, &who);
+    for other in &others {
+        let who = format!("{other:?}");
+        assert_not_found(store.list(other, &s, 0, 100).await, &who);
+        assert_not_found(store.session(other, &s).await, &who);
+        assert_not_found(store.reset(other, &s).await, &who);
         let stolen = store
-            .turns_by_id(intruder, &ids)
+            .turns_by_id(other, &ids)
             .await
             .expect("turns_by_id as another tenant");
         assert!(stolen.is_empty(), "{who} read another tenant's turns by id: {stolen:?}");
+
+        let own = store
+            .append(other, &s, &[keyed("replay", "key-1"), turn("its own")])
+            .await
+            .unwrap_or_else(|e| panic!("{who}: append to its own session of the same id: {e:?}"));
+        assert_eq!(seqs(&own), [1, 2], "{who}: its session of the same id numbers from 1");
+        assert!(
+            own.iter().all(|a| !ids.contains(&a.id)),
+            "{who}: the owner's client id answered with the owner's turn"
+        );
+        let listed = store.list(other, &s, 0, 100).await.expect("list its own session");
+        assert_eq!(
+            listed.iter().map(|t| t.content.as_str()).collect::<Vec<_>>(),
+            ["replay", "its own"],
+            "{who} lists its own turns, and only those"
+        );
+        assert!(
+            listed.iter().all(|t| t.tenant == *other),
+            "{who}: turns carry their owner"
+        );
+        store.reset(other, &s).await.expect("reset its own session");
     }
 
     let after = store.list(&owner, &s, 0, 100).await.expect("list as the owner");
-    assert_eq!(after, before, "failed intrusions changed the owner's session");
+    assert_eq!(
+        after, before,
+        "other tenants' sessions of the same id changed the owner's"
+    );
     let info = store.session(&owner, &s).await.expect("session as the owner");
-    assert_eq!(info.last_seq, 2, "an intruder's append used a seq");
-    assert_eq!(info.reset_at, None, "an intruder reset the session");
+    assert_eq!(info.last_seq, 2, "another tenant's append used the owner's seqs");
+    assert_eq!(
+        info.reset_at, None,
+        "another tenant's reset reached the owner's session"
+    );
 }
 
 /// `turns_by_id` returns exactly the caller's turns among the ids, across sessions.
@@ -384,7 +411,7 @@ async fn round_trip_exactly(store: &dyn TranscriptStore, client_id: Option<Strin
         "turns_by_id returns the turns exactly as appended"
     );
     let (_, pending) = store
-        .pending_turns(&unique("consumer"), s.as_str(), 100)
+        .pending_turns(&unique("consumer"), &SessionKey::new(t.clone(), s.as_str()), 100)
         .await
         .expect("pending_turns");
     assert_eq!(pending, expected, "pending_turns returns the turns exactly as appended");
@@ -435,7 +462,7 @@ pub async fn cursors_track_pending_turns(store: &dyn TranscriptStore) {
     let (consumer, other) = (unique("consumer"), unique("consumer"));
     let turns: Vec<NewTurn> = (1..=5).map(|i| turn(&format!("turn {i}"))).collect();
     store.append(&t, &s, &turns).await.expect("append");
-    let sid = s.as_str();
+    let sid = &SessionKey::new(t.clone(), s.as_str());
 
     let (cursor, pending) = store.pending_turns(&consumer, sid, 100).await.expect("pending");
     assert_eq!(
@@ -494,7 +521,7 @@ pub async fn cursors_track_pending_turns(store: &dyn TranscriptStore) {
     assert_eq!((cursor, stored_seqs(&pending)), (5, vec![6]), "a new turn is pending");
 
     let (cursor, pending) = store
-        .pending_turns(&consumer, &unique("no-such-session"), 10)
+        .pending_turns(&consumer, &SessionKey::new(t.clone(), unique("no-such-session")), 10)
         .await
         .expect("pending");
     assert_eq!(
@@ -521,90 +548,107 @@ pub async fn cursors_of_many_sessions_move_together(store: &dyn TranscriptStore)
         .expect("append");
     store.append(&t, &c, &[turn("c1")]).await.expect("append");
     store.append(&t, &idle, &[]).await.expect("claim an empty session");
+    // Another owner's session of the same id as `a`: a session of its own, with its own cursor.
+    store
+        .append(&other_tenant, &a, &[turn("twin1"), turn("twin2")])
+        .await
+        .expect("append");
+    let key = |owner: &Tenant, s: &SessionId| SessionKey::new(owner.clone(), s.as_str());
+    let (ka, kb, kc, kidle) = (key(&t, &a), key(&other_tenant, &b), key(&t, &c), key(&t, &idle));
+    let twin = key(&other_tenant, &a);
     // Sessions to read with no floor of the caller's.
-    let ids = |sessions: &[&SessionId]| sessions.iter().map(|s| (s.as_str().to_owned(), 0)).collect::<Vec<_>>();
+    let ids = |sessions: &[&SessionKey]| sessions.iter().map(|s| ((*s).clone(), 0)).collect::<Vec<_>>();
     // (session, seq) of each turn read, in the order the store gave them.
-    let read = |sessions: Vec<(String, i64)>, limit: u32| {
+    let read = |sessions: Vec<(SessionKey, i64)>, limit: u32| {
         let consumer = consumer.clone();
         async move {
             let turns = store
                 .pending_turns_many(&consumer, &sessions, limit)
                 .await
                 .expect("pending_turns_many");
-            turns.into_iter().map(|t| (t.session_id, t.seq)).collect::<Vec<_>>()
+            turns.into_iter().map(|t| (t.session_key(), t.seq)).collect::<Vec<_>>()
         }
     };
-    let grouped = |mut pairs: Vec<(String, i64)>| {
+    let sorted = |mut pairs: Vec<(SessionKey, i64)>| {
         pairs.sort();
         pairs
     };
-    let (sa, sb, sc) = (a.as_str().to_owned(), b.as_str().to_owned(), c.as_str().to_owned());
 
-    let all = read(ids(&[&c, &a, &b, &idle, &session()]), 100).await;
-    assert_eq!(
-        all,
-        grouped(all.clone()),
-        "turns come grouped by session, in seq order within one"
+    let all = read(ids(&[&kc, &ka, &kb, &kidle, &twin, &key(&t, &session())]), 100).await;
+    assert!(
+        all.chunk_by(|x, y| x.0 == y.0)
+            .all(|run| run.windows(2).all(|w| w[0].1 < w[1].1))
+            && all.chunk_by(|x, y| x.0 == y.0).count() == all.iter().map(|p| &p.0).collect::<HashSet<_>>().len(),
+        "turns come grouped by session, in seq order within one: {all:?}"
     );
     assert_eq!(
-        all,
-        grouped(vec![
-            (sa.clone(), 1),
-            (sa.clone(), 2),
-            (sa.clone(), 3),
-            (sb.clone(), 1),
-            (sb.clone(), 2),
-            (sc.clone(), 1),
+        sorted(all),
+        sorted(vec![
+            (ka.clone(), 1),
+            (ka.clone(), 2),
+            (ka.clone(), 3),
+            (kb.clone(), 1),
+            (kb.clone(), 2),
+            (kc.clone(), 1),
+            (twin.clone(), 1),
+            (twin.clone(), 2),
         ]),
         "every session's pending turns, whatever its tenant; none for an empty or unknown session"
     );
     assert_eq!(
-        read(ids(&[&c, &c]), 100).await,
-        vec![(sc.clone(), 1)],
+        read(ids(&[&kc, &kc]), 100).await,
+        vec![(kc.clone(), 1)],
         "a session listed twice is read once"
     );
     assert_eq!(
-        grouped(read(ids(&[&a, &b, &c]), 1).await),
-        grouped(vec![(sa.clone(), 1), (sb.clone(), 1), (sc.clone(), 1)]),
+        sorted(read(ids(&[&ka, &kb, &kc]), 1).await),
+        sorted(vec![(ka.clone(), 1), (kb.clone(), 1), (kc.clone(), 1)]),
         "the limit holds per session"
     );
     assert!(read(Vec::new(), 100).await.is_empty(), "no sessions, no turns");
 
     store
-        .advance_cursors(&consumer, &[(sa.clone(), 2), (sb.clone(), 2), (sa.clone(), 1)])
+        .advance_cursors(&consumer, &[(ka.clone(), 2), (kb.clone(), 2), (ka.clone(), 1)])
         .await
         .expect("advance_cursors");
     assert_eq!(
-        grouped(read(ids(&[&a, &b, &c]), 100).await),
-        grouped(vec![(sa.clone(), 3), (sc.clone(), 1)]),
-        "each listed cursor moved; a session listed twice took its larger seq"
+        sorted(read(ids(&[&ka, &kb, &kc, &twin]), 100).await),
+        sorted(vec![
+            (ka.clone(), 3),
+            (kc.clone(), 1),
+            (twin.clone(), 1),
+            (twin.clone(), 2)
+        ]),
+        "each listed cursor moved, and only its owner's session's; a session listed twice took its larger seq"
     );
     assert_eq!(
-        grouped(read(vec![(sa.clone(), 1), (sc.clone(), 1)], 100).await),
-        vec![(sa.clone(), 3)],
+        sorted(read(vec![(ka.clone(), 1), (kc.clone(), 1)], 100).await),
+        vec![(ka.clone(), 3)],
         "a floor past the cursor skips what lies below it; one behind the cursor changes nothing"
     );
     assert_eq!(
-        read(vec![(sa.clone(), 0), (sa.clone(), 3), (sb.clone(), 0)], 100).await,
+        read(vec![(ka.clone(), 0), (ka.clone(), 3), (kb.clone(), 0)], 100).await,
         Vec::new(),
         "a session listed twice reads past its larger floor"
     );
     store
-        .advance_cursors(&consumer, &[(sa.clone(), 1), (sc.clone(), 1)])
+        .advance_cursors(&consumer, &[(ka.clone(), 1), (kc.clone(), 1), (twin.clone(), 2)])
         .await
         .expect("advance_cursors");
     assert_eq!(
-        read(ids(&[&a, &b, &c]), 100).await,
-        vec![(sa.clone(), 3)],
+        read(ids(&[&ka, &kb, &kc, &twin]), 100).await,
+        vec![(ka.clone(), 3)],
         "a cursor never moves back, and a new one is created"
     );
     store.advance_cursors(&consumer, &[]).await.expect("advance nothing");
-    let (cursor, _) = store.pending_turns(&consumer, &sa, 100).await.expect("pending");
+    let (cursor, _) = store.pending_turns(&consumer, &ka, 100).await.expect("pending");
     assert_eq!(cursor, 2, "the single-session read sees the same cursor");
+    let (cursor, _) = store.pending_turns(&consumer, &twin, 100).await.expect("pending");
+    assert_eq!(cursor, 2, "the same id of another owner has its own cursor");
     let fresh = unique("consumer");
     assert_eq!(
         store
-            .pending_turns_many(&fresh, &ids(&[&a, &b]), 100)
+            .pending_turns_many(&fresh, &ids(&[&ka, &kb]), 100)
             .await
             .expect("pending")
             .len(),
@@ -628,6 +672,7 @@ pub async fn backlog_and_lag_follow_cursors(store: &dyn TranscriptStore) {
     store.append(&t, &s2, &[turn("d"), turn("e")]).await.expect("append");
     store.append(&t, &empty, &[]).await.expect("claim an empty session");
     pause().await;
+    let key = |s: &SessionId| SessionKey::new(t.clone(), s.as_str());
 
     let backlog_of = |s1: &SessionId, s2: &SessionId| {
         let ids = [
@@ -663,14 +708,14 @@ pub async fn backlog_and_lag_follow_cursors(store: &dyn TranscriptStore) {
         "backlog honours limit"
     );
 
-    store.advance_cursor(&consumer, s1.as_str(), 2).await.expect("advance");
+    store.advance_cursor(&consumer, &key(&s1), 2).await.expect("advance");
     assert_eq!(backlog_of(&s1, &s2).await, [entry(&s1, 2, 3), entry(&s2, 0, 2)]);
     assert_eq!(lag_delta(store.lag(&consumer).await.expect("lag"), base), (3, 2));
 
-    store.advance_cursor(&consumer, s1.as_str(), 3).await.expect("advance");
-    store.advance_cursor(&consumer, s2.as_str(), 1).await.expect("advance");
+    store.advance_cursor(&consumer, &key(&s1), 3).await.expect("advance");
+    store.advance_cursor(&consumer, &key(&s2), 1).await.expect("advance");
     store
-        .advance_cursor(&consumer, s2.as_str(), 0)
+        .advance_cursor(&consumer, &key(&s2), 0)
         .await
         .expect("advance backwards");
     assert_eq!(
@@ -688,8 +733,8 @@ pub async fn backlog_and_lag_follow_cursors(store: &dyn TranscriptStore) {
     );
     assert_eq!(lag_delta(store.lag(&consumer).await.expect("lag"), base), (2, 2));
 
-    store.advance_cursor(&consumer, s1.as_str(), 4).await.expect("advance");
-    store.advance_cursor(&consumer, s2.as_str(), 2).await.expect("advance");
+    store.advance_cursor(&consumer, &key(&s1), 4).await.expect("advance");
+    store.advance_cursor(&consumer, &key(&s2), 2).await.expect("advance");
     assert!(
         backlog_of(&s1, &s2).await.is_empty(),
         "a caught-up consumer has no backlog here"
@@ -704,6 +749,36 @@ pub async fn backlog_and_lag_follow_cursors(store: &dyn TranscriptStore) {
         (6, 2),
         "another consumer's lag ignores these cursors"
     );
+
+    // Another owner's session of the same id is behind on its own: the owner's cursor is not its.
+    let neighbour = tenant();
+    store
+        .append(&neighbour, &s1, &[turn("g"), turn("h")])
+        .await
+        .expect("append");
+    let theirs: Vec<Backlog> = store
+        .backlog(&consumer, u32::MAX)
+        .await
+        .expect("backlog")
+        .into_iter()
+        .filter(|b| b.session_id == s1.as_str())
+        .collect();
+    assert_eq!(
+        theirs,
+        [Backlog {
+            session_id: s1.as_str().to_owned(),
+            tenant: neighbour.clone(),
+            cursor: 0,
+            last_seq: 2,
+        }],
+        "the same id of another owner has its own backlog"
+    );
+    assert_eq!(lag_delta(store.lag(&consumer).await.expect("lag"), base), (2, 1));
+    store
+        .advance_cursor(&consumer, &SessionKey::new(neighbour, s1.as_str()), 2)
+        .await
+        .expect("advance");
+    assert_eq!(store.lag(&consumer).await.expect("lag"), base);
 }
 
 /// An append that fails part-way stores nothing: no turns, no seqs, no client ids, and no
@@ -924,12 +999,12 @@ pub async fn turns_keep_their_task(store: &dyn TranscriptStore) {
     assert_eq!(by_seq(&found), expected, "turns_by_id returns each turn's task");
     let consumer = unique("consumer");
     let (_, pending) = store
-        .pending_turns(&consumer, s.as_str(), 100)
+        .pending_turns(&consumer, &SessionKey::new(t.clone(), s.as_str()), 100)
         .await
         .expect("pending turns");
     assert_eq!(by_seq(&pending), expected, "pending_turns returns each turn's task");
     let many = store
-        .pending_turns_many(&consumer, &[(s.as_str().to_owned(), 0)], 100)
+        .pending_turns_many(&consumer, &[(SessionKey::new(t.clone(), s.as_str()), 0)], 100)
         .await
         .expect("pending turns of many sessions");
     assert_eq!(by_seq(&many), expected, "pending_turns_many returns each turn's task");

@@ -36,7 +36,6 @@ async fn populate(app: &TestApp, owner: &Tenant, turns: usize) {
                 })
             })
             .collect();
-        // Session ids are global: each owner's carry its user.
         app.append_ok(owner, &format!("s-{s}-{}", owner.user), json!(messages))
             .await;
     }

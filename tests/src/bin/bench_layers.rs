@@ -108,7 +108,6 @@ async fn l1_to_persona(label: &str, llm: Option<&FakeOpenAi>) {
     for _ in 0..OWNERS {
         let t = tenant();
         let started = Instant::now();
-        // Session ids are global: each owner gets its own.
         let session = format!("bench-{}", Uuid::new_v4().simple());
         app.append_ok(
             &t,

@@ -143,12 +143,8 @@ async fn tenants_never_see_each_other() {
         .await;
         app.wait_indexed(Duration::from_secs(30)).await;
 
-        // B cannot read, append to, reset or search A's session; 404 as if it did not exist.
+        // B cannot read, reset or search A's session; 404 as if it did not exist.
         expect_error(app.list(&b, "private", "").await, 404, "not_found").await;
-        let r = app
-            .append(&b, "private", json!([{"role": "user", "content": "intrusion"}]))
-            .await;
-        expect_error(r, 404, "not_found").await;
         let r = app
             .req(Method::POST, "/v1/sessions/private/reset", &b)
             .send()
@@ -171,8 +167,23 @@ async fn tenants_never_see_each_other() {
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["items"], json!([]), "{mode:?}");
 
-        // A's session is untouched by B's attempts.
+        // B's append to the same id makes a session of B's own, numbered from 1.
+        let r = app
+            .append(&b, "private", json!([{"role": "user", "content": "intrusion"}]))
+            .await;
+        assert_eq!(r.status(), 201, "{mode:?}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["messages"][0]["seq"], 1, "{mode:?}");
+        let body: Value = app.list(&b, "private", "").await.json().await.unwrap();
+        assert_eq!(body["messages"][0]["content"], "intrusion", "{mode:?}");
+        assert_eq!(body["messages"].as_array().unwrap().len(), 1, "{mode:?}");
+
+        // A's session is untouched by B's.
         let body: Value = app.list(&a, "private", "").await.json().await.unwrap();
+        assert_eq!(
+            body["messages"][0]["content"], "my secret plan involves zeppelins",
+            "{mode:?}"
+        );
         assert_eq!(body["messages"].as_array().unwrap().len(), 1, "{mode:?}");
     }
 }

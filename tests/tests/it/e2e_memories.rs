@@ -214,7 +214,12 @@ async fn idle_sessions_are_flushed_even_without_events() {
     app.wait_extracted(WAIT).await;
     let contents = app.memory_contents(&t).await;
     assert_eq!(contents.len(), 2, "{contents:?}");
-    let schedule = app.backends.memories.schedule("s1").await.unwrap();
+    let schedule = app
+        .backends
+        .memories
+        .schedule(&shared::domain::SessionKey::new(t.clone(), "s1"))
+        .await
+        .unwrap();
     assert_eq!(schedule.runs, 2);
     assert_eq!(schedule.idle_due_at, None, "the flush cleared the due-time");
 }
@@ -303,7 +308,7 @@ async fn graceful_shutdown_flushes_pending_turns() {
                 .backends
                 .memories
                 .claim_session(
-                    "s1",
+                    &shared::domain::SessionKey::new(t.clone(), "s1"),
                     uuid::Uuid::new_v4(),
                     chrono::Utc::now() + chrono::Duration::milliseconds(700),
                 )

@@ -382,7 +382,11 @@ async fn an_embedded_restart_takes_over_a_killed_process_extraction_lease() {
         .unwrap();
     let until = chrono::Utc::now() + chrono::Duration::minutes(10);
     assert!(store
-        .claim_session("leased", uuid::Uuid::new_v4(), until)
+        .claim_session(
+            &shared::domain::SessionKey::new(t.clone(), "leased"),
+            uuid::Uuid::new_v4(),
+            until
+        )
         .await
         .unwrap());
     drop(store);

@@ -390,7 +390,7 @@ async fn a_slow_or_down_index_is_reported_not_hidden() {
     .unwrap();
     store.append(&t, &session, &[turn]).await.unwrap();
     Indexer::new(store.clone(), edge.clone(), None, 100)
-        .index_session("s1")
+        .index_session(&shared::domain::SessionKey::new(t.clone(), "s1"))
         .await
         .unwrap();
 

@@ -45,7 +45,7 @@ store_suite!(
 
 const MARKER: &str = "zanzibar";
 
-/// Session ids are global: each owner's get its ids into them.
+/// A session id naming its owner, so that a leak across owners would show whose it was.
 fn session_of(owner: &Tenant, name: &str) -> String {
     format!("s-{name}-{}-{}-{}", owner.team, owner.agent, owner.user)
 }

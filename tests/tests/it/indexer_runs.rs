@@ -12,11 +12,19 @@ use std::time::Duration;
 use integration_tests::app::tenant;
 use integration_tests::fake_openai::{embed_text, FakeOpenAi, Fault};
 use integration_tests::faulty_index::FaultyIndex;
-use shared::domain::{NewTurn, SessionId, Tenant};
+use shared::domain::{NewTurn, SessionId, SessionKey, Tenant};
 use shared::embed::{Embedder, OpenAiEmbedder, OpenAiSettings};
 use shared::index::{EdgeIndex, Fusion, IndexQuery, PointKind, SearchIndex, Strategy};
 use shared::indexer::Indexer;
 use shared::store::{SqliteStore, TranscriptStore, INDEX_CONSUMER};
+
+fn key(t: &Tenant, session: &str) -> SessionKey {
+    SessionKey::new(t.clone(), session)
+}
+
+fn keys(t: &Tenant, sessions: &[String]) -> Vec<SessionKey> {
+    sessions.iter().map(|s| key(t, s)).collect()
+}
 
 async fn append(store: &dyn TranscriptStore, t: &Tenant, from: usize, to: usize) {
     append_to(store, t, "hot", from, to).await;
@@ -43,13 +51,13 @@ async fn concurrent_runs_on_one_session_index_each_turn_once() {
 
     let mut runs = tokio::task::JoinSet::new();
     for _ in 0..8 {
-        let indexer = indexer.clone();
-        runs.spawn(async move { indexer.index_session("hot").await.unwrap() });
+        let (indexer, session) = (indexer.clone(), key(&t, "hot"));
+        runs.spawn(async move { indexer.index_session(&session).await.unwrap() });
     }
     // Turns appended mid-run, announced by a call that finds a round running.
     tokio::time::sleep(Duration::from_millis(120)).await;
     append(&*store, &t, 1_000, 1_250).await;
-    let mut indexed = indexer.index_session("hot").await.unwrap();
+    let mut indexed = indexer.index_session(&key(&t, "hot")).await.unwrap();
     assert_eq!(
         store.lag(INDEX_CONSUMER).await.unwrap().turns,
         0,
@@ -65,7 +73,7 @@ async fn concurrent_runs_on_one_session_index_each_turn_once() {
     assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
     // The indexer is idle again: a later call runs its own round at once.
     append(&*store, &t, 1_250, 1_260).await;
-    assert_eq!(indexer.index_session("hot").await.unwrap(), 10);
+    assert_eq!(indexer.index_session(&key(&t, "hot")).await.unwrap(), 10);
 }
 
 async fn sqlite_and_edge(dir: &std::path::Path) -> (Arc<dyn TranscriptStore>, Arc<dyn SearchIndex>) {
@@ -131,7 +139,7 @@ async fn sessions_woken_together_share_a_round() {
 
     let mut calls = tokio::task::JoinSet::new();
     for session in &sessions {
-        let (indexer, session) = (indexer.clone(), session.clone());
+        let (indexer, session) = (indexer.clone(), key(&t, session));
         calls.spawn(async move { indexer.index_session(&session).await.unwrap() });
     }
     let mut indexed = 0;
@@ -162,7 +170,7 @@ async fn a_round_takes_one_batch_per_session_and_carries_the_rest() {
     let indexer = Indexer::new(store.clone(), counting.clone(), None, 10);
 
     let sessions = ["long".to_owned(), "short".to_owned()];
-    assert_eq!(indexer.index_sessions(&sessions).await.unwrap(), 30);
+    assert_eq!(indexer.index_sessions(&keys(&t, &sessions)).await.unwrap(), 30);
     assert_eq!(
         counting.upserts(),
         3,
@@ -183,12 +191,12 @@ async fn a_long_backlog_does_not_hold_up_a_session_woken_later() {
     let indexer = Indexer::new(store.clone(), slow.clone(), None, 10);
 
     let backlog = {
-        let indexer = indexer.clone();
-        tokio::spawn(async move { indexer.index_session("backlog").await.unwrap() })
+        let (indexer, session) = (indexer.clone(), key(&t, "backlog"));
+        tokio::spawn(async move { indexer.index_session(&session).await.unwrap() })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     append_to(&*store, &t, "late", 0, 1).await;
-    assert_eq!(indexer.index_session("late").await.unwrap(), 1);
+    assert_eq!(indexer.index_session(&key(&t, "late")).await.unwrap(), 1);
     let left = store.lag(INDEX_CONSUMER).await.unwrap().turns;
     assert!(
         left > 100,
@@ -212,7 +220,7 @@ async fn a_round_of_many_sessions_goes_in_bounded_batches() {
     }
     let indexer = Indexer::new(store.clone(), counting.clone(), None, 10);
 
-    assert_eq!(indexer.index_sessions(&sessions).await.unwrap(), 80);
+    assert_eq!(indexer.index_sessions(&keys(&t, &sessions)).await.unwrap(), 80);
     assert_eq!(
         (counting.upserts(), counting.upserted()),
         (2, 80),
@@ -238,7 +246,7 @@ async fn a_failed_round_fails_every_call_in_it() {
 
     let mut calls = tokio::task::JoinSet::new();
     for session in &sessions {
-        let (indexer, session) = (indexer.clone(), session.clone());
+        let (indexer, session) = (indexer.clone(), key(&t, session));
         calls.spawn(async move { indexer.index_session(&session).await });
     }
     while let Some(result) = calls.join_next().await {
@@ -250,7 +258,7 @@ async fn a_failed_round_fails_every_call_in_it() {
     faulty.set_writes_down(false);
     let mut indexed = 0;
     for session in &sessions {
-        indexed += indexer.index_session(session).await.unwrap();
+        indexed += indexer.index_session(&key(&t, session)).await.unwrap();
     }
     assert_eq!(indexed, 20);
     assert_eq!(edge.count(&t, PointKind::Turn).await.unwrap(), 20);
@@ -270,15 +278,15 @@ async fn a_cancelled_round_frees_the_indexer() {
     let indexer = Indexer::new(store.clone(), slow.clone(), None, 100);
 
     let running = {
-        let indexer = indexer.clone();
-        tokio::spawn(async move { indexer.index_session("first").await })
+        let (indexer, session) = (indexer.clone(), key(&t, "first"));
+        tokio::spawn(async move { indexer.index_session(&session).await })
     };
     while slow.upserts_begun() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let waiting = {
-        let indexer = indexer.clone();
-        tokio::spawn(async move { indexer.index_session("second").await })
+        let (indexer, session) = (indexer.clone(), key(&t, "second"));
+        tokio::spawn(async move { indexer.index_session(&session).await })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     running.abort();
@@ -289,7 +297,7 @@ async fn a_cancelled_round_frees_the_indexer() {
         .unwrap();
     assert_eq!(indexed, 5, "the waiting call ran its own round");
     assert_eq!(slow.upserted(), 5, "the cancelled round wrote nothing");
-    assert_eq!(indexer.index_session("first").await.unwrap(), 5);
+    assert_eq!(indexer.index_session(&key(&t, "first")).await.unwrap(), 5);
     assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 0);
 }
 
@@ -326,13 +334,13 @@ async fn rounds_share_a_sync_and_cursors_move_only_after_it() {
     append_to(&*store, &t, "warm", 0, 1).await;
     let indexer = Indexer::new(store.clone(), counting.clone(), None, 100).with_sync_interval(Duration::from_secs(2));
     // The first sync runs at once; the next may not start before two seconds after it.
-    assert_eq!(indexer.index_session("warm").await.unwrap(), 1);
+    assert_eq!(indexer.index_session(&key(&t, "warm")).await.unwrap(), 1);
     assert_eq!(counting.syncs(), 1);
     let upserts_before = counting.upserts();
 
     let mut calls = tokio::task::JoinSet::new();
     for session in &sessions {
-        let (indexer, session) = (indexer.clone(), session.clone());
+        let (indexer, session) = (indexer.clone(), key(&t, session));
         calls.spawn(async move { indexer.index_session(&session).await.unwrap() });
         // Each call finds the last one waiting for the sync, not in a round.
         tokio::time::sleep(Duration::from_millis(60)).await;
@@ -386,7 +394,7 @@ async fn a_failed_sync_fails_its_calls_and_keeps_the_cursors() {
 
     let mut calls = tokio::task::JoinSet::new();
     for session in &sessions {
-        let (indexer, session) = (indexer.clone(), session.clone());
+        let (indexer, session) = (indexer.clone(), key(&t, session));
         calls.spawn(async move { indexer.index_session(&session).await });
     }
     while let Some(result) = calls.join_next().await {
@@ -400,7 +408,7 @@ async fn a_failed_sync_fails_its_calls_and_keeps_the_cursors() {
         "the turns are searchable"
     );
     // A retry while the sync still fails writes nothing again.
-    assert!(indexer.index_session("s0").await.is_err());
+    assert!(indexer.index_session(&key(&t, "s0")).await.is_err());
     assert_eq!(
         faulty.upserted(),
         12,
@@ -408,7 +416,7 @@ async fn a_failed_sync_fails_its_calls_and_keeps_the_cursors() {
     );
 
     faulty.set_syncs_down(false);
-    indexer.index_sessions(&sessions).await.unwrap();
+    indexer.index_sessions(&keys(&t, &sessions)).await.unwrap();
     assert_eq!(
         store.lag(INDEX_CONSUMER).await.unwrap().turns,
         0,
@@ -429,7 +437,7 @@ async fn turns_written_but_not_synced_are_indexed_again_after_a_crash() {
     append_to(&*store, &t, "lost", 0, 7).await;
     faulty.set_syncs_down(true);
     let before_crash = Indexer::new(store.clone(), faulty.clone(), None, 100);
-    assert!(before_crash.index_session("lost").await.is_err());
+    assert!(before_crash.index_session(&key(&t, "lost")).await.is_err());
     drop(before_crash);
 
     faulty.set_syncs_down(false);
@@ -461,8 +469,8 @@ async fn a_cancelled_sync_leaves_its_cursors_to_the_next() {
     let indexer = Indexer::new(store.clone(), slow.clone(), None, 100).with_sync_interval(Duration::from_millis(10));
 
     let running = {
-        let indexer = indexer.clone();
-        tokio::spawn(async move { indexer.index_session("cut").await })
+        let (indexer, session) = (indexer.clone(), key(&t, "cut"));
+        tokio::spawn(async move { indexer.index_session(&session).await })
     };
     while slow.syncs_begun() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -472,7 +480,7 @@ async fn a_cancelled_sync_leaves_its_cursors_to_the_next() {
     assert_eq!(slow.syncs(), 0);
     assert_eq!(store.lag(INDEX_CONSUMER).await.unwrap().turns, 4);
 
-    let again = tokio::time::timeout(Duration::from_secs(10), indexer.index_session("cut"))
+    let again = tokio::time::timeout(Duration::from_secs(10), indexer.index_session(&key(&t, "cut")))
         .await
         .expect("a call hangs after a cancelled sync")
         .unwrap();
@@ -517,7 +525,7 @@ async fn a_refused_session_loses_only_its_own_vectors() {
         .push_times(Fault::error(400, "input rejected by the content filter"), 2);
     let requests_before = fake.embeddings().requests();
     let sessions = ["refused".to_owned(), "welcome".to_owned()];
-    assert_eq!(indexer.index_sessions(&sessions).await.unwrap(), 2);
+    assert_eq!(indexer.index_sessions(&keys(&t, &sessions)).await.unwrap(), 2);
 
     let inputs: Vec<usize> = fake.embeddings().bodies()[requests_before..]
         .iter()

@@ -18,9 +18,7 @@
 //! marker strings or ids, except those the request itself carried.
 //!
 //! The erasure job's route runs last: the owner erases itself, and its job is what the
-//! intruders then look for. A difference from "absent" that cannot be fixed in the API is a
-//! `known_gap` of its case, with why; the test fails when the gap closes, so it is not kept
-//! past its fix.
+//! intruders then look for.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -121,9 +119,6 @@ struct Case {
     owner_sees: Option<String>,
     /// Intruders who share this route's data with the owner by design, with why.
     shared: &'static [(Intruder, &'static str)],
-    /// Why an intruder's answer differs from an absent resource's, as things stand. The test
-    /// asserts it still differs, so it fails once this is fixed and the entry must go.
-    known_gap: Option<&'static str>,
     /// Needs the owner erased (its erasure job), so it runs after every other case.
     after_erase: bool,
 }
@@ -138,7 +133,6 @@ impl Case {
             nothing,
             owner_sees: None,
             shared: &[],
-            known_gap: None,
             after_erase: false,
         }
     }
@@ -158,11 +152,6 @@ impl Case {
         self
     }
 
-    fn known_gap(mut self, why: &'static str) -> Self {
-        self.known_gap = Some(why);
-        self
-    }
-
     fn after_erase(mut self) -> Self {
         self.after_erase = true;
         self
@@ -173,10 +162,6 @@ const PROMPTS_ARE_PER_AGENT: &[(Intruder, &str)] = &[(
     Intruder::OtherUser,
     "prompt overrides are team and agent configuration, shared by every user of an agent (PromptScope::of)",
 )];
-
-const SESSION_IDS_ARE_GLOBAL: &str = "session ids are global (the sessions table's primary key is session_id alone): \
-     appending to another tenant's session is refused with 404 where a fresh id is created (201), so a caller \
-     learns that the id is taken (never its content); the fix is in shared/ and migrations: key sessions by tenant";
 
 /// The owner's ids the table needs; `Default` gives placeholders for the coverage check.
 #[derive(Default)]
@@ -361,20 +346,20 @@ fn cases(o: &Owned) -> Vec<Case> {
         )
         .body(json!({ "level": "agent", "version": "intruder-1", "content": "Written by an intruder." }))
         .shared(PROMPTS_ARE_PER_AGENT),
-        // The twin's append creates its absent session, which the calls above need absent.
+        // A session id is its owner's: the intruder's append to the owner's id makes a session
+        // of the intruder's own (201), as the twin's does with an id nobody used, and the owner's
+        // session does not change. After the reads: it makes the caller's session exist.
         Case::new(
             Method::POST,
             "/v1/sessions/{session_id}/messages",
             format!("/v1/sessions/{s}/messages"),
-            Nothing::NotFound("not_found"),
+            Nothing::Status(&[201]),
         )
-        .body(json!({ "messages": [{ "role": "user", "content": "written by an intruder" }] }))
-        .known_gap(SESSION_IDS_ARE_GLOBAL),
-        // An import into the caller's own scope that names the owner's session: refused as a
-        // conflict (409), where the twin's own session imports.
-        Case::new(Method::POST, "/v1/import", "/v1/import".into(), Nothing::Status(&[409]))
-            .body(Value::String(import_stream(s)))
-            .known_gap(SESSION_IDS_ARE_GLOBAL),
+        .body(json!({ "messages": [{ "role": "user", "content": "written by an intruder" }] })),
+        // An import into the caller's own scope that names the owner's session id imports into
+        // the caller's session of that id, as the twin's does.
+        Case::new(Method::POST, "/v1/import", "/v1/import".into(), Nothing::Status(&[200]))
+            .body(Value::String(import_stream(s))),
         // After the append, which an erased owner's tombstone might refuse. It erases the
         // caller's own (team, agent, path user), which holds nothing, or is refused (422) when
         // the header names another user than the path.
@@ -993,14 +978,10 @@ impl Run<'_> {
                 .await;
             let got = self.normalized(&answer, caller, None);
             let expected = self.normalized(&baseline, twin, Some(i));
-            match case.known_gap {
-                None if got != expected => self.failures.push(format!(
+            if got != expected {
+                self.failures.push(format!(
                     "{who:?} {what}: distinguishable from an absent resource:\n  intruder {got:?}\n  absent   {expected:?}"
-                )),
-                Some(why) if got == expected => self.failures.push(format!(
-                    "{who:?} {what}: the known gap is closed, remove it from the table: {why}"
-                )),
-                None | Some(_) => {}
+                ));
             }
             if case.route == "/v1/users/{user_id}" {
                 let mut started = Vec::new();

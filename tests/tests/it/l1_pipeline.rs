@@ -11,7 +11,7 @@ use integration_tests::app::tenant;
 use integration_tests::faulty_index::FaultyIndex;
 use integration_tests::pg::TestDb;
 use shared::bus::LocalBus;
-use shared::domain::{NewTurn, SessionId, Tenant};
+use shared::domain::{NewTurn, SessionId, SessionKey, Tenant};
 use shared::index::{EdgeIndex, PointKind, SearchIndex};
 use shared::memory::pipeline::{MemoryIndexer, Pipeline, PipelineSettings};
 use shared::memory::rules::{RulesExtractor, RulesJudge};
@@ -116,22 +116,22 @@ impl MemoryStore for Crashing {
     async fn clear_outbox(&self, seqs: &[i64]) -> StoreResult<()> {
         self.inner.clear_outbox(seqs).await
     }
-    async fn schedule(&self, session_id: &str) -> StoreResult<ScheduleState> {
-        self.inner.schedule(session_id).await
+    async fn schedule(&self, session: &SessionKey) -> StoreResult<ScheduleState> {
+        self.inner.schedule(session).await
     }
-    async fn set_idle_due(&self, session_id: &str, due: chrono::DateTime<chrono::Utc>) -> StoreResult<()> {
-        self.inner.set_idle_due(session_id, due).await
+    async fn set_idle_due(&self, session: &SessionKey, due: chrono::DateTime<chrono::Utc>) -> StoreResult<()> {
+        self.inner.set_idle_due(session, due).await
     }
     async fn claim_session(
         &self,
-        session_id: &str,
+        session: &SessionKey,
         owner: Uuid,
         until: chrono::DateTime<chrono::Utc>,
     ) -> StoreResult<bool> {
-        self.inner.claim_session(session_id, owner, until).await
+        self.inner.claim_session(session, owner, until).await
     }
-    async fn release_session(&self, session_id: &str, owner: Uuid) -> StoreResult<()> {
-        self.inner.release_session(session_id, owner).await
+    async fn release_session(&self, session: &SessionKey, owner: Uuid) -> StoreResult<()> {
+        self.inner.release_session(session, owner).await
     }
     async fn due_sessions(&self, now: chrono::DateTime<chrono::Utc>, limit: u32) -> StoreResult<Vec<DueSession>> {
         self.inner.due_sessions(now, limit).await
@@ -183,6 +183,11 @@ const FACTS: [&str; 4] = [
     "Our staging cluster runs in Frankfurt.",
 ];
 
+/// The tests' session "s1" of `t`.
+fn s1(t: &Tenant) -> SessionKey {
+    SessionKey::new(t.clone(), "s1")
+}
+
 async fn append_facts(store: &PostgresStore, t: &Tenant, session: &str) {
     let session = SessionId::parse(session).unwrap();
     let turns: Vec<NewTurn> = FACTS
@@ -202,7 +207,8 @@ async fn racing_workers_write_each_memory_once() {
     let meeting = Arc::new(Crashing::meeting(f.store.clone(), 2));
     let a = pipeline(f.store.clone(), meeting.clone(), f.index.clone());
     let b = pipeline(f.store.clone(), meeting, f.index.clone());
-    let (ra, rb) = tokio::join!(a.run_batch("s1"), b.run_batch("s1"));
+    let session = s1(&t);
+    let (ra, rb) = tokio::join!(a.run_batch(&session), b.run_batch(&session));
     let (ra, rb) = (
         ra.expect("run a").expect("a batch"),
         rb.expect("run b").expect("a batch"),
@@ -210,7 +216,7 @@ async fn racing_workers_write_each_memory_once() {
     assert!(ra.raced ^ rb.raced, "exactly one run commits: {ra:?} {rb:?}");
     let count = f.store.count_memories(&t, MemoryStatus::Active).await.unwrap();
     assert_eq!(count as usize, FACTS.len(), "no memory written twice");
-    assert!(a.run_batch("s1").await.unwrap().is_none(), "nothing is left pending");
+    assert!(a.run_batch(&s1(&t)).await.unwrap().is_none(), "nothing is left pending");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -220,12 +226,12 @@ async fn a_crash_before_the_commit_redoes_the_batch_once() {
     append_facts(&f.store, &t, "s1").await;
     let crashing = Arc::new(Crashing::failing(f.store.clone(), 1));
     let p = pipeline(f.store.clone(), crashing, f.index.clone());
-    let error = p.run_batch("s1").await.expect_err("the commit fails");
+    let error = p.run_batch(&s1(&t)).await.expect_err("the commit fails");
     assert!(error.is_retryable(), "a crash is retried, never given up: {error:?}");
     assert_eq!(f.store.count_memories(&t, MemoryStatus::Active).await.unwrap(), 0);
-    let report = p.run_batch("s1").await.expect("retry").expect("a batch");
+    let report = p.run_batch(&s1(&t)).await.expect("retry").expect("a batch");
     assert_eq!(report.added, FACTS.len());
-    let again = p.run_batch("s1").await.expect("redelivery");
+    let again = p.run_batch(&s1(&t)).await.expect("redelivery");
     assert!(again.is_none(), "a redelivered event finds nothing to do");
     assert_eq!(
         f.store.count_memories(&t, MemoryStatus::Active).await.unwrap() as usize,
@@ -249,7 +255,7 @@ async fn an_index_outage_loses_no_memory() {
         ScheduleSettings::default(),
     );
     scheduler
-        .poll("s1", shared::memory::schedule::Trigger::NewTurns)
+        .poll(&s1(&t), shared::memory::schedule::Trigger::NewTurns)
         .await
         .expect("extraction does not need the index");
     assert_eq!(
@@ -310,7 +316,7 @@ async fn a_new_index_gets_every_memory_again() {
         backends.store.append(&t, &session, &[turn]).await.unwrap();
         let scheduler = backends.extract_scheduler(&settings).expect("scheduler");
         scheduler
-            .poll("s1", shared::memory::schedule::Trigger::Flush)
+            .poll(&s1(&t), shared::memory::schedule::Trigger::Flush)
             .await
             .expect("extract");
         assert_eq!(backends.index.count(&t, PointKind::Memory).await.unwrap(), 1);
@@ -339,7 +345,8 @@ async fn concurrent_polls_of_a_session_run_one_batch() {
     // A slow engine (like an LLM call): both polls are inside it at once unless one waits.
     let (a, b, calls) = slow_replicas(&f, Duration::from_millis(300), ScheduleSettings::default());
     let trigger = shared::memory::schedule::Trigger::NewTurns;
-    let (ra, rb) = tokio::join!(a.poll("s1", trigger), b.poll("s1", trigger));
+    let session = s1(&t);
+    let (ra, rb) = tokio::join!(a.poll(&session, trigger), b.poll(&session, trigger));
     assert_eq!(ra.unwrap() + rb.unwrap(), 1, "exactly one run extracted the batch");
     assert_eq!(
         calls.load(Ordering::SeqCst),
@@ -360,7 +367,10 @@ async fn concurrent_polls_of_a_session_run_one_batch() {
         )
         .await
         .unwrap();
-    assert_eq!(a.poll("s1", shared::memory::schedule::Trigger::Flush).await.unwrap(), 1);
+    assert_eq!(
+        a.poll(&s1(&t), shared::memory::schedule::Trigger::Flush).await.unwrap(),
+        1
+    );
 }
 
 /// A worker killed in the middle of a long batch: while it lived, its lease held however long
@@ -381,13 +391,14 @@ async fn a_run_keeps_its_lease_while_it_works_and_a_killed_one_frees_the_session
     };
     let (a, b, calls) = slow_replicas(&f, lease * 4, settings);
     let trigger = shared::memory::schedule::Trigger::Flush;
-    let killed = tokio::spawn(async move { a.poll("s1", trigger).await });
+    let session = s1(&t);
+    let killed = tokio::spawn(async move { a.poll(&session, trigger).await });
     while calls.load(Ordering::SeqCst) == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::time::sleep(lease * 2).await;
     assert_eq!(
-        b.poll("s1", trigger).await.unwrap(),
+        b.poll(&s1(&t), trigger).await.unwrap(),
         0,
         "the working run's lease holds past its length"
     );
@@ -398,7 +409,7 @@ async fn a_run_keeps_its_lease_while_it_works_and_a_killed_one_frees_the_session
     assert!(killed.await.unwrap_err().is_cancelled());
     let started = std::time::Instant::now();
     let ran = loop {
-        let ran = b.poll("s1", trigger).await.unwrap();
+        let ran = b.poll(&s1(&t), trigger).await.unwrap();
         if ran > 0 {
             break ran;
         }

@@ -72,7 +72,9 @@ async fn ops_page_in_chromium_shows_queue_depth_and_recent_failure() {
         .backends
         .extract_scheduler(&app.settings)
         .expect("build the scheduler");
-    let result = scheduler.poll(SESSION, Trigger::Flush).await;
+    let result = scheduler
+        .poll(&shared::domain::SessionKey::new(t.clone(), SESSION), Trigger::Flush)
+        .await;
     assert!(result.is_err(), "a malformed answer must fail the batch: {result:?}");
 
     let state = get_json(&app, "/ops/state").await;

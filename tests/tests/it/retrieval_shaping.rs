@@ -70,7 +70,7 @@ async fn fixture_of(new_turns: Vec<NewTurn>, batch: u32) -> Fixture {
         .await
         .unwrap();
     let indexed = Indexer::new(store.clone(), index.clone(), Some(embedder.clone()), batch)
-        .index_session("s1")
+        .index_session(&shared::domain::SessionKey::new(t.clone(), "s1"))
         .await
         .unwrap();
     assert_eq!(indexed, new_turns.len());

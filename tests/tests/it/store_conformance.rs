@@ -2,6 +2,7 @@
 //! (a new Postgres database, or a SQLite file in a new temp dir), plus backend-specific tests.
 
 use integration_tests::pg::TestDb;
+use shared::domain::SessionKey;
 use shared::store::{testsuite, PostgresStore, SqliteStore, StoreError, TranscriptStore};
 
 integration_tests::store_suite!(
@@ -75,14 +76,15 @@ async fn postgres_cursor_advance_leaves_commits_synchronous() {
     store.migrate().await.expect("migrate");
     let before = store.setting("synchronous_commit").await.unwrap();
     assert_ne!(before, "off", "the test server already commits asynchronously");
-    store.advance_cursor("index", "s-1", 3).await.expect("advance");
-    store.advance_cursor("index", "s-1", 2).await.expect("a late advance");
+    let s1 = SessionKey::new(integration_tests::app::tenant(), "s-1");
+    store.advance_cursor("index", &s1, 3).await.expect("advance");
+    store.advance_cursor("index", &s1, 2).await.expect("a late advance");
     assert_eq!(
         store.setting("synchronous_commit").await.unwrap(),
         before,
         "the advance's setting outlived its statement"
     );
-    let (cursor, _) = store.pending_turns("index", "s-1", 10).await.expect("read the cursor");
+    let (cursor, _) = store.pending_turns("index", &s1, 10).await.expect("read the cursor");
     assert_eq!(cursor, 3, "the advance took effect and never moved back");
 }
 
@@ -121,7 +123,10 @@ async fn postgres_overlapping_cursor_advances_do_not_deadlock() {
     let db = TestDb::create().await;
     let store = PostgresStore::connect(&db.url, 4).await.expect("connect");
     store.migrate().await.expect("migrate");
-    let sessions: Vec<String> = (0..50).map(|i| format!("s-{i:02}")).collect();
+    let t = integration_tests::app::tenant();
+    let sessions: Vec<SessionKey> = (0..50)
+        .map(|i| SessionKey::new(t.clone(), format!("s-{i:02}")))
+        .collect();
     let mut workers = tokio::task::JoinSet::new();
     for reversed in [false, true] {
         let (store, mut sessions) = (store.clone(), sessions.clone());
@@ -130,7 +135,7 @@ async fn postgres_overlapping_cursor_advances_do_not_deadlock() {
         }
         workers.spawn(async move {
             for seq in 1..=40 {
-                let cursors: Vec<(String, i64)> = sessions.iter().map(|s| (s.clone(), seq)).collect();
+                let cursors: Vec<(SessionKey, i64)> = sessions.iter().map(|s| (s.clone(), seq)).collect();
                 store.advance_cursors("index", &cursors).await.expect("advance");
             }
         });
@@ -140,7 +145,7 @@ async fn postgres_overlapping_cursor_advances_do_not_deadlock() {
     }
     for session in &sessions {
         let (cursor, _) = store.pending_turns("index", session, 1).await.expect("read the cursor");
-        assert_eq!(cursor, 40, "{session}");
+        assert_eq!(cursor, 40, "{}", session.session_id);
     }
 }
 
@@ -165,10 +170,10 @@ async fn postgres_connect_with_a_malformed_url_is_permanent() {
     assert!(!error.is_retryable(), "a malformed url was deemed retryable: {error:?}");
 }
 
-/// Defense in depth: a turn whose tenant columns disagree with its session's owner (which
-/// the store never writes) is still invisible to the owner.
+/// Defense in depth: a turn whose tenant columns disagree with its session's owner (which the
+/// store never writes) cannot be stored at all, since V012's foreign key names the owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_reads_filter_messages_by_tenant_columns() {
+async fn postgres_turns_cannot_disagree_with_their_sessions_owner() {
     let fixture_db = TestDb::create().await;
     let store = fixture_db.store().await;
     let tenant = tenant();
@@ -177,23 +182,21 @@ async fn postgres_reads_filter_messages_by_tenant_columns() {
     store.append(&tenant, &session, &[turn]).await.expect("append");
 
     let client = fixture_db.client().await;
-    let planted = uuid::Uuid::new_v4();
-    client
+    let planted = client
         .execute(
             "INSERT INTO messages (id, session_id, team_id, agent_id, user_id, seq, role, content, created_at) \
              VALUES ($1, 's', 'other', 'a', 'u', 2, 'user', 'planted', now())",
-            &[&planted],
+            &[&uuid::Uuid::new_v4()],
         )
         .await
-        .expect("plant a foreign turn");
-
+        .expect_err("a turn of another owner in this session");
+    assert_eq!(
+        planted.code(),
+        Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION),
+        "{planted}"
+    );
     let listed = store.list(&tenant, &session, 0, 100).await.expect("list");
     assert_eq!(listed.iter().map(|t| t.content.as_str()).collect::<Vec<_>>(), ["mine"]);
-    assert!(store
-        .turns_by_id(&tenant, &[planted])
-        .await
-        .expect("turns_by_id")
-        .is_empty());
 }
 
 /// An append moves its session's `last_seq` and `updated_at`, which no index holds (V007), so
@@ -274,5 +277,108 @@ async fn sqlite_reopen_keeps_data_and_schema() {
     assert!(
         dir.path().join("nested").join("sediment.db-wal").exists(),
         "the store runs in WAL mode"
+    );
+}
+
+/// V012 keys sessions by their owner. A database written before it keeps every session, turn,
+/// cursor, extraction schedule and compaction job through the upgrade; a cursor that named no
+/// session goes; and another owner may then use a session id that was taken.
+#[tokio::test]
+async fn postgres_upgrade_to_owner_scoped_sessions_keeps_every_row() {
+    use shared::domain::{NewTurn, SessionId, Tenant};
+    use shared::store::compaction::CompactionStore;
+    use shared::store::memory::MemoryStore;
+
+    const BEFORE: &[&str] = &[
+        include_str!("../../../migrations/V001__init.sql"),
+        include_str!("../../../migrations/V002__memories.sql"),
+        include_str!("../../../migrations/V003__session_compactions.sql"),
+        include_str!("../../../migrations/V004__prompt_templates.sql"),
+        include_str!("../../../migrations/V005__audit_log.sql"),
+        include_str!("../../../migrations/V006__scenes.sql"),
+        include_str!("../../../migrations/V007__append_write_volume.sql"),
+        include_str!("../../../migrations/V008__api_keys.sql"),
+        include_str!("../../../migrations/V009__erasures.sql"),
+        include_str!("../../../migrations/V010__tasks.sql"),
+        include_str!("../../../migrations/V011__operator_log.sql"),
+    ];
+    let db = TestDb::create().await;
+    let client = db.client().await;
+    for sql in BEFORE {
+        client.batch_execute(sql).await.expect("a migration before V012");
+    }
+    // What a V011 database holds: two owners' sessions, and a cursor of an erased session.
+    client
+        .batch_execute(
+            "INSERT INTO sessions (session_id, team_id, agent_id, user_id, last_seq)
+                 VALUES ('s1', 't', 'a', 'u', 2), ('s2', 't', 'a', 'v', 1);
+             INSERT INTO messages (id, session_id, team_id, agent_id, user_id, seq, role, content, client_id, created_at)
+                 VALUES (gen_random_uuid(), 's1', 't', 'a', 'u', 1, 'user', 'one', 'k1', now()),
+                        (gen_random_uuid(), 's1', 't', 'a', 'u', 2, 'assistant', 'two', NULL, now()),
+                        (gen_random_uuid(), 's2', 't', 'a', 'v', 1, 'user', 'three', NULL, now());
+             INSERT INTO cursors (consumer, session_id, seq)
+                 VALUES ('index', 's1', 2), ('extract', 's2', 1), ('index', 'erased', 5);
+             INSERT INTO extract_schedule (session_id, runs) VALUES ('s1', 3);
+             INSERT INTO session_compactions (session_id, team_id, agent_id, user_id, status, requested_at)
+                 VALUES ('s1', 't', 'a', 'u', 'pending', now());",
+        )
+        .await
+        .expect("rows as V011 stored them");
+    client
+        .batch_execute(include_str!("../../../migrations/V012__owner_scoped_sessions.sql"))
+        .await
+        .expect("V012");
+
+    let store = PostgresStore::connect(&db.url, 2).await.expect("connect");
+    let owner = |user: &str| Tenant {
+        team: "t".into(),
+        agent: "a".into(),
+        user: user.into(),
+    };
+    let (u, v) = (owner("u"), owner("v"));
+    let s1 = SessionId::parse("s1").unwrap();
+    let turns = store.list(&u, &s1, 0, 10).await.expect("list");
+    assert_eq!(
+        turns.iter().map(|t| t.content.as_str()).collect::<Vec<_>>(),
+        ["one", "two"]
+    );
+    let key = |t: &Tenant, s: &str| SessionKey::new(t.clone(), s);
+    assert_eq!(
+        store.pending_turns("index", &key(&u, "s1"), 10).await.unwrap(),
+        (2, vec![])
+    );
+    assert_eq!(
+        store.pending_turns("extract", &key(&v, "s2"), 10).await.unwrap(),
+        (1, vec![])
+    );
+    let cursors: i64 = client
+        .query_one("SELECT count(*) FROM cursors", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        cursors, 2,
+        "the cursor of a session without a row went, the others stayed"
+    );
+    assert_eq!(store.schedule(&key(&u, "s1")).await.unwrap().runs, 3);
+    assert!(
+        store.compaction(&u, &s1).await.unwrap().is_some(),
+        "the compaction job stayed"
+    );
+    let replay = NewTurn::new("user", "again", None, Some("k1".into()), None).unwrap();
+    let again = store
+        .append(&u, &s1, std::slice::from_ref(&replay))
+        .await
+        .expect("append");
+    assert_eq!(again[0].id, turns[0].id, "client ids are still recognised");
+
+    // The id `s1` was taken; another user of the same agent now has a session of its own.
+    let theirs = store.append(&v, &s1, &[replay]).await.expect("another owner's s1");
+    assert_eq!(theirs[0].seq, 1);
+    assert_ne!(theirs[0].id, turns[0].id);
+    assert_eq!(
+        store.session(&u, &s1).await.unwrap().last_seq,
+        2,
+        "the owner's session is as it was"
     );
 }

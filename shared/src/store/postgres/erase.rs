@@ -50,14 +50,12 @@ const OWNERS: &str = "SELECT team_id, agent_id, user_id FROM sessions WHERE team
      UNION SELECT team_id, agent_id, user_id FROM scenes WHERE team_id = $1 AND ($2::text IS NULL OR agent_id = $2) \
      UNION SELECT team_id, agent_id, user_id FROM personas WHERE team_id = $1 AND ($2::text IS NULL OR agent_id = $2) \
      ORDER BY agent_id, user_id";
-const SESSIONS: &str = "SELECT session_id FROM sessions WHERE team_id = $1 AND agent_id = $2 AND user_id = $3";
 
-/// A store's name, how to delete the owner's rows of it, and how to count them. Tables keyed
-/// by session take the owner's session ids (`$1`); the others the owner's ids (`$1..$3`).
-/// In deletion order: rows that reference a session go before the session.
+/// A store's name, how to delete the owner's rows of it, and how to count them, each by the
+/// owner's ids (`$1..$3`). In deletion order: rows that reference a session go before the
+/// session.
 struct Table {
     store: &'static str,
-    by_session: bool,
     delete: &'static str,
     count: &'static str,
 }
@@ -65,75 +63,63 @@ struct Table {
 const TABLES: &[Table] = &[
     Table {
         store: "turns",
-        by_session: true,
-        delete: "DELETE FROM messages WHERE session_id = ANY($1)",
-        count: "SELECT count(*) AS n FROM messages WHERE session_id = ANY($1)",
+        delete: "DELETE FROM messages WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
+        count: "SELECT count(*) AS n FROM messages WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "cursors",
-        by_session: true,
-        delete: "DELETE FROM cursors WHERE session_id = ANY($1)",
-        count: "SELECT count(*) AS n FROM cursors WHERE session_id = ANY($1)",
+        delete: "DELETE FROM cursors WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
+        count: "SELECT count(*) AS n FROM cursors WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "extract_schedules",
-        by_session: true,
-        delete: "DELETE FROM extract_schedule WHERE session_id = ANY($1)",
-        count: "SELECT count(*) AS n FROM extract_schedule WHERE session_id = ANY($1)",
+        delete: "DELETE FROM extract_schedule WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
+        count: "SELECT count(*) AS n FROM extract_schedule WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "compactions",
-        by_session: false,
         delete: "DELETE FROM session_compactions WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
         count: "SELECT count(*) AS n FROM session_compactions WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "memory_outbox",
-        by_session: false,
         delete: "DELETE FROM memory_index_outbox WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
         count: "SELECT count(*) AS n FROM memory_index_outbox WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "memory_provenance",
-        by_session: false,
         delete: "DELETE FROM memory_provenance WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
         count: "SELECT count(*) AS n FROM memory_provenance WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "memories",
-        by_session: false,
         delete: "DELETE FROM memories WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
         count: "SELECT count(*) AS n FROM memories WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "scenes",
-        by_session: false,
         delete: "DELETE FROM scenes WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
         count: "SELECT count(*) AS n FROM scenes WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "scene_schedules",
-        by_session: false,
         delete: "DELETE FROM scene_schedule WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
         count: "SELECT count(*) AS n FROM scene_schedule WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "personas",
-        by_session: false,
         delete: "DELETE FROM personas WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
         count: "SELECT count(*) AS n FROM personas WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "artifact_provenance",
-        by_session: false,
         delete: "DELETE FROM artifact_provenance WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
         count: "SELECT count(*) AS n FROM artifact_provenance WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
     Table {
         store: "sessions",
-        by_session: true,
-        delete: "DELETE FROM sessions WHERE session_id = ANY($1)",
-        count: "SELECT count(*) AS n FROM sessions WHERE session_id = ANY($1)",
+        delete: "DELETE FROM sessions WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
+        count: "SELECT count(*) AS n FROM sessions WHERE team_id = $1 AND agent_id = $2 AND user_id = $3",
     },
 ];
 
@@ -248,22 +234,11 @@ impl EraseStore for PostgresStore {
         let tx = client.transaction().await.map_err(pg_error)?;
         let owner: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&tenant.team, &tenant.agent, &tenant.user];
         let lock = tx.prepare_cached(LOCK_SESSIONS).await.map_err(pg_error)?;
-        let sessions: Vec<String> = tx
-            .query(&lock, &owner)
-            .await
-            .map_err(pg_error)?
-            .iter()
-            .map(|row| get(row, "session_id"))
-            .collect::<StoreResult<_>>()?;
+        tx.query(&lock, &owner).await.map_err(pg_error)?;
         let mut deleted = BTreeMap::new();
         for table in TABLES {
             let stmt = tx.prepare_cached(table.delete).await.map_err(pg_error)?;
-            let n = if table.by_session {
-                tx.execute(&stmt, &[&sessions]).await
-            } else {
-                tx.execute(&stmt, &owner).await
-            }
-            .map_err(pg_error)?;
+            let n = tx.execute(&stmt, &owner).await.map_err(pg_error)?;
             deleted.insert(table.store.to_owned(), n);
         }
         tx.commit().await.map_err(pg_error)?;
@@ -274,23 +249,10 @@ impl EraseStore for PostgresStore {
     async fn owner_rows(&self, tenant: &Tenant) -> StoreResult<BTreeMap<String, u64>> {
         let client = self.client().await?;
         let owner: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&tenant.team, &tenant.agent, &tenant.user];
-        let stmt = client.prepare_cached(SESSIONS).await.map_err(pg_error)?;
-        let sessions: Vec<String> = client
-            .query(&stmt, &owner)
-            .await
-            .map_err(pg_error)?
-            .iter()
-            .map(|row| get(row, "session_id"))
-            .collect::<StoreResult<_>>()?;
         let mut counts = BTreeMap::new();
         for table in TABLES {
             let stmt = client.prepare_cached(table.count).await.map_err(pg_error)?;
-            let row = if table.by_session {
-                client.query_one(&stmt, &[&sessions]).await
-            } else {
-                client.query_one(&stmt, &owner).await
-            }
-            .map_err(pg_error)?;
+            let row = client.query_one(&stmt, &owner).await.map_err(pg_error)?;
             let n: i64 = get(&row, "n")?;
             counts.insert(table.store.to_owned(), u64::try_from(n).unwrap_or(0));
         }

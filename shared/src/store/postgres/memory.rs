@@ -9,7 +9,7 @@ use tracing::instrument;
 use uuid::Uuid;
 
 use super::{get, pg_error, tenant_of, PostgresStore};
-use crate::domain::Tenant;
+use crate::domain::{SessionKey, Tenant};
 use crate::memory::{Category, Memory, MemoryStatus, TemplateRef};
 use crate::store::memory::{
     BatchCommit, CommitOutcome, DueSession, MemoryCursor, MemoryFilter, MemoryPatch, MemoryStore, OutboxEntry,
@@ -27,9 +27,13 @@ mod sql {
          AND ($6::text IS NULL OR status = $6) AND ($7::text IS NULL OR session_id = $7) \
          AND ($8::timestamptz IS NULL OR created_at >= $8) AND ($9::timestamptz IS NULL OR created_at < $9) \
          AND ($10::timestamptz IS NULL OR (created_at, id) < ($10, $11::uuid))";
-    pub const CLAIM_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
-         VALUES ($1, $2, 0, now()) ON CONFLICT (consumer, session_id) DO NOTHING";
-    pub const LOCK_CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = $1 AND session_id = $2 FOR UPDATE";
+    /// `$1` is the consumer and `$2`, `$3`, `$4`, `$5` the session's owner and id, in every
+    /// statement on cursors and the schedule.
+    pub const CLAIM_CURSOR: &str = "INSERT INTO cursors (consumer, team_id, agent_id, user_id, session_id, seq, \
+         updated_at) VALUES ($1, $2, $3, $4, $5, 0, now()) \
+         ON CONFLICT (consumer, team_id, agent_id, user_id, session_id) DO NOTHING";
+    pub const LOCK_CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = $1 \
+         AND team_id = $2 AND agent_id = $3 AND user_id = $4 AND session_id = $5 FOR UPDATE";
     /// A batch's session and source turns, held until it commits: an erasure deletes them,
     /// so it either waits for the batch (and then deletes its memories too) or the batch finds
     /// them gone and writes nothing. KEY SHARE does not wait for appends, which only update
@@ -37,8 +41,8 @@ mod sql {
     pub const SHARE_SESSION: &str = "SELECT session_id FROM sessions \
          WHERE session_id = $1 AND team_id = $2 AND agent_id = $3 AND user_id = $4 FOR KEY SHARE";
     pub const SHARE_SOURCES: &str = "SELECT id FROM messages WHERE id = ANY($1) FOR KEY SHARE";
-    pub const MOVE_CURSOR: &str = "UPDATE cursors SET seq = $3, updated_at = now() \
-         WHERE consumer = $1 AND session_id = $2";
+    pub const MOVE_CURSOR: &str = "UPDATE cursors SET seq = $6, updated_at = now() \
+         WHERE consumer = $1 AND team_id = $2 AND agent_id = $3 AND user_id = $4 AND session_id = $5";
     pub const INSERT_MEMORY: &str = "INSERT INTO memories (id, team_id, agent_id, user_id, session_id, content, \
          category, priority, scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at, \
          task) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)";
@@ -55,24 +59,28 @@ mod sql {
          VALUES ($1, $2, $3, $4) ON CONFLICT (team_id, agent_id, user_id) DO UPDATE \
          SET last_l1_at = GREATEST(COALESCE(scene_schedule.last_l1_at, EXCLUDED.last_l1_at), EXCLUDED.last_l1_at), \
          updated_at = now()";
-    pub const BUMP_SCHEDULE: &str = "INSERT INTO extract_schedule (session_id, runs, idle_due_at, updated_at) \
-         VALUES ($1, 1, NULL, now()) ON CONFLICT (session_id) DO UPDATE \
+    /// The schedule's statements take the session's owner and id as `$1` to `$4`.
+    pub const BUMP_SCHEDULE: &str = "INSERT INTO extract_schedule \
+         (team_id, agent_id, user_id, session_id, runs, idle_due_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 1, NULL, now()) ON CONFLICT (team_id, agent_id, user_id, session_id) DO UPDATE \
          SET runs = extract_schedule.runs + 1, idle_due_at = NULL, updated_at = now()";
-    pub const SCHEDULE: &str = "SELECT runs, idle_due_at FROM extract_schedule WHERE session_id = $1";
-    pub const SET_IDLE_DUE: &str = "INSERT INTO extract_schedule (session_id, runs, idle_due_at, updated_at) \
-         VALUES ($1, 0, $2, now()) ON CONFLICT (session_id) DO UPDATE \
+    pub const SCHEDULE: &str = "SELECT runs, idle_due_at FROM extract_schedule \
+         WHERE team_id = $1 AND agent_id = $2 AND user_id = $3 AND session_id = $4";
+    pub const SET_IDLE_DUE: &str = "INSERT INTO extract_schedule \
+         (team_id, agent_id, user_id, session_id, runs, idle_due_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 0, $5, now()) ON CONFLICT (team_id, agent_id, user_id, session_id) DO UPDATE \
          SET idle_due_at = excluded.idle_due_at, updated_at = now()";
     // The WHERE of DO UPDATE makes a held lease return no row: not claimed.
-    pub const CLAIM: &str = "INSERT INTO extract_schedule (session_id, runs, lease_owner, lease_until, updated_at) \
-         VALUES ($1, 0, $2, $3, now()) ON CONFLICT (session_id) DO UPDATE \
+    pub const CLAIM: &str = "INSERT INTO extract_schedule \
+         (team_id, agent_id, user_id, session_id, runs, lease_owner, lease_until, updated_at) \
+         VALUES ($1, $2, $3, $4, 0, $5, $6, now()) ON CONFLICT (team_id, agent_id, user_id, session_id) DO UPDATE \
          SET lease_owner = excluded.lease_owner, lease_until = excluded.lease_until, updated_at = now() \
          WHERE extract_schedule.lease_owner IS NULL OR extract_schedule.lease_owner = excluded.lease_owner \
          OR extract_schedule.lease_until < now() RETURNING session_id";
     pub const RELEASE: &str = "UPDATE extract_schedule SET lease_owner = NULL, lease_until = NULL, updated_at = now() \
-         WHERE session_id = $1 AND lease_owner = $2";
-    pub const DUE_SESSIONS: &str = "SELECT e.session_id, s.team_id, s.agent_id, s.user_id \
-         FROM extract_schedule e JOIN sessions s ON s.session_id = e.session_id \
-         WHERE e.idle_due_at IS NOT NULL AND e.idle_due_at <= $1 ORDER BY e.idle_due_at LIMIT $2";
+         WHERE team_id = $1 AND agent_id = $2 AND user_id = $3 AND session_id = $4 AND lease_owner = $5";
+    pub const DUE_SESSIONS: &str = "SELECT session_id, team_id, agent_id, user_id FROM extract_schedule \
+         WHERE idle_due_at IS NOT NULL AND idle_due_at <= $1 ORDER BY idle_due_at LIMIT $2";
     pub const OUTBOX: &str = "SELECT seq, memory_id, team_id, agent_id, user_id FROM memory_index_outbox \
          ORDER BY seq LIMIT $1";
     pub const REQUEUE_ALL: &str = "INSERT INTO memory_index_outbox (memory_id, team_id, agent_id, user_id) \
@@ -216,14 +224,20 @@ impl MemoryStore for PostgresStore {
             }
         }
         let claim = tx.prepare_cached(sql::CLAIM_CURSOR).await.map_err(pg_error)?;
-        tx.execute(&claim, &[&EXTRACT_CONSUMER, &commit.session_id])
-            .await
-            .map_err(pg_error)?;
+        tx.execute(
+            &claim,
+            &[&EXTRACT_CONSUMER, &t.team, &t.agent, &t.user, &commit.session_id],
+        )
+        .await
+        .map_err(pg_error)?;
         // The row lock makes a concurrent commit of the same session wait, then see the
         // cursor it moved.
         let lock = tx.prepare_cached(sql::LOCK_CURSOR).await.map_err(pg_error)?;
         let row = tx
-            .query_one(&lock, &[&EXTRACT_CONSUMER, &commit.session_id])
+            .query_one(
+                &lock,
+                &[&EXTRACT_CONSUMER, &t.team, &t.agent, &t.user, &commit.session_id],
+            )
             .await
             .map_err(pg_error)?;
         let cursor: i64 = get(&row, "seq")?;
@@ -272,11 +286,23 @@ impl MemoryStore for PostgresStore {
             .collect();
         enqueue(&tx, t, &touched).await?;
         let advance = tx.prepare_cached(sql::MOVE_CURSOR).await.map_err(pg_error)?;
-        tx.execute(&advance, &[&EXTRACT_CONSUMER, &commit.session_id, &commit.new_cursor])
+        tx.execute(
+            &advance,
+            &[
+                &EXTRACT_CONSUMER,
+                &t.team,
+                &t.agent,
+                &t.user,
+                &commit.session_id,
+                &commit.new_cursor,
+            ],
+        )
+        .await
+        .map_err(pg_error)?;
+        let bump = tx.prepare_cached(sql::BUMP_SCHEDULE).await.map_err(pg_error)?;
+        tx.execute(&bump, &[&t.team, &t.agent, &t.user, &commit.session_id])
             .await
             .map_err(pg_error)?;
-        let bump = tx.prepare_cached(sql::BUMP_SCHEDULE).await.map_err(pg_error)?;
-        tx.execute(&bump, &[&commit.session_id]).await.map_err(pg_error)?;
         if !commit.memories.is_empty() {
             let mark = tx.prepare_cached(sql::MARK_L1).await.map_err(pg_error)?;
             tx.execute(&mark, &[&t.team, &t.agent, &t.user, &commit.now])
@@ -488,10 +514,14 @@ impl MemoryStore for PostgresStore {
         Ok(())
     }
 
-    async fn schedule(&self, session_id: &str) -> StoreResult<ScheduleState> {
+    async fn schedule(&self, session: &SessionKey) -> StoreResult<ScheduleState> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql::SCHEDULE).await.map_err(pg_error)?;
-        let row = client.query_opt(&stmt, &[&session_id]).await.map_err(pg_error)?;
+        let t = &session.tenant;
+        let row = client
+            .query_opt(&stmt, &[&t.team, &t.agent, &t.user, &session.session_id])
+            .await
+            .map_err(pg_error)?;
         match row {
             None => Ok(ScheduleState::default()),
             Some(row) => Ok(ScheduleState {
@@ -501,27 +531,39 @@ impl MemoryStore for PostgresStore {
         }
     }
 
-    async fn set_idle_due(&self, session_id: &str, due: DateTime<Utc>) -> StoreResult<()> {
+    async fn set_idle_due(&self, session: &SessionKey, due: DateTime<Utc>) -> StoreResult<()> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql::SET_IDLE_DUE).await.map_err(pg_error)?;
-        client.execute(&stmt, &[&session_id, &due]).await.map_err(pg_error)?;
+        let t = &session.tenant;
+        client
+            .execute(&stmt, &[&t.team, &t.agent, &t.user, &session.session_id, &due])
+            .await
+            .map_err(pg_error)?;
         Ok(())
     }
 
-    async fn claim_session(&self, session_id: &str, owner: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
+    async fn claim_session(&self, session: &SessionKey, owner: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql::CLAIM).await.map_err(pg_error)?;
+        let t = &session.tenant;
         let row = client
-            .query_opt(&stmt, &[&session_id, &owner, &until])
+            .query_opt(
+                &stmt,
+                &[&t.team, &t.agent, &t.user, &session.session_id, &owner, &until],
+            )
             .await
             .map_err(pg_error)?;
         Ok(row.is_some())
     }
 
-    async fn release_session(&self, session_id: &str, owner: Uuid) -> StoreResult<()> {
+    async fn release_session(&self, session: &SessionKey, owner: Uuid) -> StoreResult<()> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql::RELEASE).await.map_err(pg_error)?;
-        client.execute(&stmt, &[&session_id, &owner]).await.map_err(pg_error)?;
+        let t = &session.tenant;
+        client
+            .execute(&stmt, &[&t.team, &t.agent, &t.user, &session.session_id, &owner])
+            .await
+            .map_err(pg_error)?;
         Ok(())
     }
 

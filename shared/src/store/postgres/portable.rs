@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::memory::{insert_provenance as insert_memory_provenance, provenance_of};
 use super::scene::{insert_provenance as insert_artifact_provenance, provenance_of as artifact_provenance_of};
-use super::{get, pg_error, tenant_of, PostgresStore};
+use super::{get, pg_error, PostgresStore};
 use crate::domain::Tenant;
 use crate::memory::MemoryStatus;
 use crate::store::memory::{ProvenanceRecord, EXTRACT_CONSUMER};
@@ -24,7 +24,8 @@ mod sql {
     // Byte order, as SQLite sorts text: the same owner's stream is the same from either backend.
     pub const SESSIONS: &str = "SELECT s.session_id, s.created_at, s.last_seq, s.reset_at, \
          COALESCE(c.seq, 0) AS extracted FROM sessions s \
-         LEFT JOIN cursors c ON c.consumer = $4 AND c.session_id = s.session_id \
+         LEFT JOIN cursors c ON c.consumer = $4 AND c.team_id = s.team_id AND c.agent_id = s.agent_id \
+         AND c.user_id = s.user_id AND c.session_id = s.session_id \
          WHERE s.team_id = $1 AND s.agent_id = $2 AND s.user_id = $3 ORDER BY s.session_id COLLATE \"C\"";
     pub const MEMORY_PROVENANCE: &str = "SELECT id, memory_id, team_id, agent_id, user_id, session_id, layer, \
          event, template, model, input_message_ids, sibling_ids, detail, started_at, duration_ms \
@@ -38,13 +39,16 @@ mod sql {
          ORDER BY started_at, id LIMIT $6";
     pub const INSERT_SESSION: &str = "INSERT INTO sessions \
          (session_id, team_id, agent_id, user_id, last_seq, reset_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, now()) ON CONFLICT (session_id) DO NOTHING";
+         VALUES ($1, $2, $3, $4, $5, $6, $7, now()) \
+         ON CONFLICT (team_id, agent_id, user_id, session_id) DO NOTHING";
     /// Locks the session, so no append interleaves with the import's turns.
-    pub const SESSION_OWNER: &str = "SELECT team_id, agent_id, user_id FROM sessions WHERE session_id = $1 FOR UPDATE";
-    pub const RAISE_LAST_SEQ: &str = "UPDATE sessions SET last_seq = $2, updated_at = now() \
-         WHERE session_id = $1 AND last_seq < $2";
-    pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
-         VALUES ($1, $2, $3, now()) ON CONFLICT (consumer, session_id) DO UPDATE \
+    pub const LOCK_SESSION: &str = "SELECT last_seq FROM sessions \
+         WHERE session_id = $1 AND team_id = $2 AND agent_id = $3 AND user_id = $4 FOR UPDATE";
+    pub const RAISE_LAST_SEQ: &str = "UPDATE sessions SET last_seq = $5, updated_at = now() \
+         WHERE session_id = $1 AND team_id = $2 AND agent_id = $3 AND user_id = $4 AND last_seq < $5";
+    pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, team_id, agent_id, user_id, seq, \
+         updated_at) VALUES ($1, $2, $3, $4, $5, $6, now()) \
+         ON CONFLICT (consumer, team_id, agent_id, user_id, session_id) DO UPDATE \
          SET seq = GREATEST(cursors.seq, EXCLUDED.seq), updated_at = now()";
     pub const INSERT_TURNS: &str = "INSERT INTO messages \
          (id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id, created_at, task) \
@@ -169,7 +173,7 @@ async fn import<C: GenericClient>(tx: &C, t: &Tenant, rows: &OwnerRows) -> Store
     let owner: [&(dyn ToSql + Sync); 3] = [&t.team, &t.agent, &t.user];
 
     let insert_session = tx.prepare_cached(sql::INSERT_SESSION).await.map_err(pg_error)?;
-    let session_owner = tx.prepare_cached(sql::SESSION_OWNER).await.map_err(pg_error)?;
+    let lock_session = tx.prepare_cached(sql::LOCK_SESSION).await.map_err(pg_error)?;
     let raise = tx.prepare_cached(sql::RAISE_LAST_SEQ).await.map_err(pg_error)?;
     let advance = tx.prepare_cached(sql::ADVANCE_CURSOR).await.map_err(pg_error)?;
     let mut new_sessions = 0;
@@ -189,17 +193,25 @@ async fn import<C: GenericClient>(tx: &C, t: &Tenant, rows: &OwnerRows) -> Store
             )
             .await
             .map_err(pg_error)?;
-        let row = tx.query_one(&session_owner, &[&s.id]).await.map_err(pg_error)?;
-        if tenant_of(&row)? != *t {
-            return Ok(ImportOutcome::Conflict(format!(
-                "session {} belongs to another owner",
-                s.id
-            )));
-        }
-        tx.execute(&raise, &[&s.id, &s.last_seq]).await.map_err(pg_error)?;
-        tx.execute(&advance, &[&EXTRACT_CONSUMER, &s.id, &s.extracted_through])
+        tx.query_one(&lock_session, &[&s.id, &t.team, &t.agent, &t.user])
             .await
             .map_err(pg_error)?;
+        tx.execute(&raise, &[&s.id, &t.team, &t.agent, &t.user, &s.last_seq])
+            .await
+            .map_err(pg_error)?;
+        tx.execute(
+            &advance,
+            &[
+                &EXTRACT_CONSUMER,
+                &s.id,
+                &t.team,
+                &t.agent,
+                &t.user,
+                &s.extracted_through,
+            ],
+        )
+        .await
+        .map_err(pg_error)?;
     }
     counts.insert("session".to_owned(), new_sessions);
 

@@ -3,7 +3,7 @@
 -- microseconds; the summary is JSON text.
 
 CREATE TABLE IF NOT EXISTS session_compactions (
-    session_id       TEXT    NOT NULL PRIMARY KEY REFERENCES sessions (session_id),
+    session_id       TEXT    NOT NULL,
     team_id          TEXT    NOT NULL,
     agent_id         TEXT    NOT NULL,
     user_id          TEXT    NOT NULL,
@@ -34,6 +34,9 @@ CREATE TABLE IF NOT EXISTS session_compactions (
 
     updated_at       INTEGER NOT NULL,
 
+    PRIMARY KEY (team_id, agent_id, user_id, session_id),
+    FOREIGN KEY (team_id, agent_id, user_id, session_id)
+        REFERENCES sessions (team_id, agent_id, user_id, session_id),
     CHECK (status = 'pending' OR claim_token IS NULL),
     CHECK ((summary IS NULL) = (summary_text IS NULL) AND (summary IS NULL) = (last_seq IS NULL))
 ) STRICT;
@@ -41,5 +44,5 @@ CREATE TABLE IF NOT EXISTS session_compactions (
 CREATE INDEX IF NOT EXISTS session_compactions_open_idx
     ON session_compactions (requested_at)
     WHERE status <> 'success';
-CREATE INDEX IF NOT EXISTS session_compactions_tenant_idx
-    ON session_compactions (team_id, agent_id, user_id, session_id);
+-- The primary key serves the reads `session_compactions_tenant_idx` served (files from before
+-- schema version 8 lose it when the table is rebuilt).

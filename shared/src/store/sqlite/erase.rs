@@ -46,24 +46,18 @@ const OWNERS: &str =
 const TABLES: &[(&str, &str, &str)] = &[
     (
         "turns",
-        "DELETE FROM messages WHERE session_id IN \
-         (SELECT session_id FROM sessions WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3)",
-        "SELECT count(*) FROM messages WHERE session_id IN \
-         (SELECT session_id FROM sessions WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3)",
+        "DELETE FROM messages WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3",
+        "SELECT count(*) FROM messages WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3",
     ),
     (
         "cursors",
-        "DELETE FROM cursors WHERE session_id IN \
-         (SELECT session_id FROM sessions WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3)",
-        "SELECT count(*) FROM cursors WHERE session_id IN \
-         (SELECT session_id FROM sessions WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3)",
+        "DELETE FROM cursors WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3",
+        "SELECT count(*) FROM cursors WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3",
     ),
     (
         "extract_schedules",
-        "DELETE FROM extract_schedule WHERE session_id IN \
-         (SELECT session_id FROM sessions WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3)",
-        "SELECT count(*) FROM extract_schedule WHERE session_id IN \
-         (SELECT session_id FROM sessions WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3)",
+        "DELETE FROM extract_schedule WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3",
+        "SELECT count(*) FROM extract_schedule WHERE team_id = ?1 AND agent_id = ?2 AND user_id = ?3",
     ),
     (
         "compactions",

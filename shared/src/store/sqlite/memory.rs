@@ -7,7 +7,7 @@ use tracing::instrument;
 use uuid::Uuid;
 
 use super::{collect_rows, json_array, tenant_of, time_of, uuid_of, Failure, Outcome, SqliteStore};
-use crate::domain::Tenant;
+use crate::domain::{SessionKey, Tenant};
 use crate::memory::{Category, Memory, MemoryStatus};
 use crate::store::memory::{
     BatchCommit, CommitOutcome, DueSession, MemoryCursor, MemoryFilter, MemoryPatch, MemoryStore, OutboxEntry,
@@ -16,6 +16,8 @@ use crate::store::memory::{
 use crate::store::StoreResult;
 
 mod sql {
+    // Like the statements of sqlite.rs, those that name a session bind it as `?1..?4`, the
+    // session id and then its team, agent and user.
     pub const MEMORY_COLUMNS: &str = "id, team_id, agent_id, user_id, session_id, content, category, priority, \
          scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at, task";
     /// The listing's filters: each a parameter that may be NULL, so one statement serves all.
@@ -25,14 +27,17 @@ mod sql {
          AND (?6 IS NULL OR status = ?6) AND (?7 IS NULL OR session_id = ?7) \
          AND (?8 IS NULL OR created_at >= ?8) AND (?9 IS NULL OR created_at < ?9) \
          AND (?10 IS NULL OR created_at < ?10 OR (created_at = ?10 AND id < ?11))";
-    pub const CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = ?1 AND session_id = ?2";
+    pub const CURSOR: &str = "SELECT seq FROM cursors WHERE consumer = ?5 \
+         AND session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     /// A batch's session and source turns must still be there (an erasure may have deleted
     /// them); the immediate transaction keeps them until the batch commits.
     pub const SESSION_OF_OWNER: &str = "SELECT 1 FROM sessions \
          WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
     pub const COUNT_TURNS: &str = "SELECT count(*) FROM messages WHERE id IN (SELECT value FROM json_each(?1))";
-    pub const MOVE_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
-         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, session_id) DO UPDATE \
+    pub const MOVE_CURSOR: &str = "INSERT INTO cursors \
+         (consumer, session_id, team_id, agent_id, user_id, seq, updated_at) \
+         VALUES (?5, ?1, ?2, ?3, ?4, ?6, ?7) \
+         ON CONFLICT (consumer, team_id, agent_id, user_id, session_id) DO UPDATE \
          SET seq = excluded.seq, updated_at = excluded.updated_at";
     pub const INSERT_MEMORY: &str = "INSERT INTO memories (id, team_id, agent_id, user_id, session_id, content, \
          category, priority, scene, occurred_at, source_message_ids, status, superseded_by, created_at, updated_at, \
@@ -51,27 +56,33 @@ mod sql {
          VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (team_id, agent_id, user_id) DO UPDATE \
          SET last_l1_at = MAX(COALESCE(scene_schedule.last_l1_at, excluded.last_l1_at), excluded.last_l1_at), \
          updated_at = excluded.updated_at";
-    pub const BUMP_SCHEDULE: &str = "INSERT INTO extract_schedule (session_id, runs, idle_due_at, updated_at) \
-         VALUES (?1, 1, NULL, ?2) ON CONFLICT (session_id) DO UPDATE \
+    pub const BUMP_SCHEDULE: &str = "INSERT INTO extract_schedule \
+         (session_id, team_id, agent_id, user_id, runs, idle_due_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, 1, NULL, ?5) \
+         ON CONFLICT (team_id, agent_id, user_id, session_id) DO UPDATE \
          SET runs = extract_schedule.runs + 1, idle_due_at = NULL, updated_at = excluded.updated_at";
-    pub const SCHEDULE: &str = "SELECT runs, idle_due_at FROM extract_schedule WHERE session_id = ?1";
-    pub const SET_IDLE_DUE: &str = "INSERT INTO extract_schedule (session_id, runs, idle_due_at, updated_at) \
-         VALUES (?1, 0, ?2, ?3) ON CONFLICT (session_id) DO UPDATE \
+    pub const SCHEDULE: &str = "SELECT runs, idle_due_at FROM extract_schedule \
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4";
+    pub const SET_IDLE_DUE: &str = "INSERT INTO extract_schedule \
+         (session_id, team_id, agent_id, user_id, runs, idle_due_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6) \
+         ON CONFLICT (team_id, agent_id, user_id, session_id) DO UPDATE \
          SET idle_due_at = excluded.idle_due_at, updated_at = excluded.updated_at";
     // The WHERE of DO UPDATE makes a held lease return no row: not claimed.
-    pub const CLAIM: &str = "INSERT INTO extract_schedule (session_id, runs, lease_owner, lease_until, updated_at) \
-         VALUES (?1, 0, ?2, ?3, ?4) ON CONFLICT (session_id) DO UPDATE \
+    pub const CLAIM: &str = "INSERT INTO extract_schedule \
+         (session_id, team_id, agent_id, user_id, runs, lease_owner, lease_until, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7) \
+         ON CONFLICT (team_id, agent_id, user_id, session_id) DO UPDATE \
          SET lease_owner = excluded.lease_owner, lease_until = excluded.lease_until, updated_at = excluded.updated_at \
          WHERE extract_schedule.lease_owner IS NULL OR extract_schedule.lease_owner = excluded.lease_owner \
-         OR extract_schedule.lease_until < ?4 RETURNING session_id";
-    pub const RELEASE: &str = "UPDATE extract_schedule SET lease_owner = NULL, lease_until = NULL, updated_at = ?3 \
-         WHERE session_id = ?1 AND lease_owner = ?2";
+         OR extract_schedule.lease_until < ?7 RETURNING session_id";
+    pub const RELEASE: &str = "UPDATE extract_schedule SET lease_owner = NULL, lease_until = NULL, updated_at = ?6 \
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4 AND lease_owner = ?5";
     pub const RELEASE_ALL: &str =
         "UPDATE extract_schedule SET lease_owner = NULL, lease_until = NULL, updated_at = ?1 \
          WHERE lease_owner IS NOT NULL";
-    pub const DUE_SESSIONS: &str = "SELECT e.session_id, s.team_id, s.agent_id, s.user_id \
-         FROM extract_schedule e JOIN sessions s ON s.session_id = e.session_id \
-         WHERE e.idle_due_at IS NOT NULL AND e.idle_due_at <= ?1 ORDER BY e.idle_due_at LIMIT ?2";
+    pub const DUE_SESSIONS: &str = "SELECT session_id, team_id, agent_id, user_id FROM extract_schedule \
+         WHERE idle_due_at IS NOT NULL AND idle_due_at <= ?1 ORDER BY idle_due_at LIMIT ?2";
     pub const OUTBOX: &str = "SELECT seq, memory_id, team_id, agent_id, user_id FROM memory_index_outbox \
          ORDER BY seq LIMIT ?1";
     pub const REQUEUE_ALL: &str = "INSERT INTO memory_index_outbox (memory_id, team_id, agent_id, user_id, \
@@ -251,7 +262,10 @@ fn commit_batch(conn: &mut Connection, commit: &BatchCommit) -> Outcome<CommitOu
     }
     let cursor: i64 = tx
         .prepare_cached(sql::CURSOR)?
-        .query_row(params![EXTRACT_CONSUMER, commit.session_id], |row| row.get("seq"))
+        .query_row(
+            params![commit.session_id, t.team, t.agent, t.user, EXTRACT_CONSUMER],
+            |row| row.get("seq"),
+        )
         .optional()?
         .unwrap_or(0);
     if cursor != commit.expected_cursor {
@@ -276,13 +290,16 @@ fn commit_batch(conn: &mut Connection, commit: &BatchCommit) -> Outcome<CommitOu
         .collect();
     enqueue(&tx, t, &touched)?;
     tx.prepare_cached(sql::MOVE_CURSOR)?.execute(params![
-        EXTRACT_CONSUMER,
         commit.session_id,
+        t.team,
+        t.agent,
+        t.user,
+        EXTRACT_CONSUMER,
         commit.new_cursor,
         now
     ])?;
     tx.prepare_cached(sql::BUMP_SCHEDULE)?
-        .execute(params![commit.session_id, now])?;
+        .execute(params![commit.session_id, t.team, t.agent, t.user, now])?;
     if !commit.memories.is_empty() {
         tx.prepare_cached(sql::MARK_L1)?
             .execute(params![t.team, t.agent, t.user, now])?;
@@ -526,12 +543,13 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
-    async fn schedule(&self, session_id: &str) -> StoreResult<ScheduleState> {
-        let session_id = session_id.to_owned();
+    async fn schedule(&self, session: &SessionKey) -> StoreResult<ScheduleState> {
+        let session = session.clone();
         self.run(move |conn| {
+            let (id, t) = (&session.session_id, &session.tenant);
             let row = conn
                 .prepare_cached(sql::SCHEDULE)?
-                .query_row(params![session_id], |row| {
+                .query_row(params![id, t.team, t.agent, t.user], |row| {
                     Ok((row.get::<_, i64>("runs")?, row.get::<_, Option<i64>>("idle_due_at")?))
                 })
                 .optional()?;
@@ -546,11 +564,15 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
-    async fn set_idle_due(&self, session_id: &str, due: DateTime<Utc>) -> StoreResult<()> {
-        let session_id = session_id.to_owned();
+    async fn set_idle_due(&self, session: &SessionKey, due: DateTime<Utc>) -> StoreResult<()> {
+        let session = session.clone();
         self.run(move |conn| {
+            let (id, t) = (&session.session_id, &session.tenant);
             conn.prepare_cached(sql::SET_IDLE_DUE)?.execute(params![
-                session_id,
+                id,
+                t.team,
+                t.agent,
+                t.user,
                 due.timestamp_micros(),
                 Utc::now().timestamp_micros()
             ])?;
@@ -559,14 +581,18 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
-    async fn claim_session(&self, session_id: &str, owner: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
-        let session_id = session_id.to_owned();
+    async fn claim_session(&self, session: &SessionKey, owner: Uuid, until: DateTime<Utc>) -> StoreResult<bool> {
+        let session = session.clone();
         self.run(move |conn| {
+            let (id, t) = (&session.session_id, &session.tenant);
             let claimed = conn
                 .prepare_cached(sql::CLAIM)?
                 .query_row(
                     params![
-                        session_id,
+                        id,
+                        t.team,
+                        t.agent,
+                        t.user,
                         owner.to_string(),
                         until.timestamp_micros(),
                         Utc::now().timestamp_micros()
@@ -579,11 +605,15 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
-    async fn release_session(&self, session_id: &str, owner: Uuid) -> StoreResult<()> {
-        let session_id = session_id.to_owned();
+    async fn release_session(&self, session: &SessionKey, owner: Uuid) -> StoreResult<()> {
+        let session = session.clone();
         self.run(move |conn| {
+            let (id, t) = (&session.session_id, &session.tenant);
             conn.prepare_cached(sql::RELEASE)?.execute(params![
-                session_id,
+                id,
+                t.team,
+                t.agent,
+                t.user,
                 owner.to_string(),
                 Utc::now().timestamp_micros()
             ])?;

@@ -49,12 +49,18 @@ CREATE INDEX IF NOT EXISTS memory_provenance_memory_idx ON memory_provenance (me
 CREATE INDEX IF NOT EXISTS memory_provenance_session_idx ON memory_provenance (session_id, started_at);
 
 CREATE TABLE IF NOT EXISTS extract_schedule (
-    session_id   TEXT    NOT NULL PRIMARY KEY REFERENCES sessions (session_id),
+    team_id      TEXT    NOT NULL,
+    agent_id     TEXT    NOT NULL,
+    user_id      TEXT    NOT NULL,
+    session_id   TEXT    NOT NULL,
     runs         INTEGER NOT NULL DEFAULT 0,
     idle_due_at  INTEGER NULL,
     lease_owner  TEXT    NULL,
     lease_until  INTEGER NULL,
-    updated_at   INTEGER NOT NULL
+    updated_at   INTEGER NOT NULL,
+    PRIMARY KEY (team_id, agent_id, user_id, session_id),
+    FOREIGN KEY (team_id, agent_id, user_id, session_id)
+        REFERENCES sessions (team_id, agent_id, user_id, session_id)
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS extract_schedule_due_idx ON extract_schedule (idle_due_at) WHERE idle_due_at IS NOT NULL;

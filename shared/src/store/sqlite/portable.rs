@@ -21,7 +21,9 @@ use crate::store::StoreResult;
 mod sql {
     pub const SESSIONS: &str = "SELECT s.session_id, s.created_at, s.last_seq, s.reset_at, \
          COALESCE(c.seq, 0) AS extracted FROM sessions s \
-         LEFT JOIN cursors c ON c.consumer = ?4 AND c.session_id = s.session_id \
+         LEFT JOIN cursors c ON c.consumer = ?4 \
+         AND c.team_id = s.team_id AND c.agent_id = s.agent_id AND c.user_id = s.user_id \
+         AND c.session_id = s.session_id \
          WHERE s.team_id = ?1 AND s.agent_id = ?2 AND s.user_id = ?3 ORDER BY s.session_id";
     pub const MEMORY_PROVENANCE: &str = "SELECT id, memory_id, team_id, agent_id, user_id, session_id, layer, \
          event, template, model, input_message_ids, sibling_ids, detail, started_at, duration_ms \
@@ -35,10 +37,10 @@ mod sql {
          ORDER BY started_at, id LIMIT ?6";
     pub const INSERT_SESSION: &str = "INSERT INTO sessions \
          (session_id, team_id, agent_id, user_id, last_seq, reset_at, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (session_id) DO NOTHING";
-    pub const SESSION_OWNER: &str = "SELECT team_id, agent_id, user_id FROM sessions WHERE session_id = ?1";
-    pub const RAISE_LAST_SEQ: &str = "UPDATE sessions SET last_seq = ?2, updated_at = ?3 \
-         WHERE session_id = ?1 AND last_seq < ?2";
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+         ON CONFLICT (team_id, agent_id, user_id, session_id) DO NOTHING";
+    pub const RAISE_LAST_SEQ: &str = "UPDATE sessions SET last_seq = ?5, updated_at = ?6 \
+         WHERE session_id = ?1 AND team_id = ?2 AND agent_id = ?3 AND user_id = ?4 AND last_seq < ?5";
     pub const INSERT_TURN: &str = "INSERT INTO messages \
          (id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id, created_at, task) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING";
@@ -71,8 +73,10 @@ mod sql {
          memories_at_build = excluded.memories_at_build, scenes_at_build = excluded.scenes_at_build, \
          scene_watermark = excluded.scene_watermark, updated_at = excluded.updated_at \
          WHERE p.version = 0";
-    pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors (consumer, session_id, seq, updated_at) \
-         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, session_id) DO UPDATE \
+    pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors \
+         (consumer, session_id, team_id, agent_id, user_id, seq, updated_at) \
+         VALUES (?5, ?1, ?2, ?3, ?4, ?6, ?7) \
+         ON CONFLICT (consumer, team_id, agent_id, user_id, session_id) DO UPDATE \
          SET seq = MAX(cursors.seq, excluded.seq), updated_at = excluded.updated_at";
 }
 
@@ -192,19 +196,18 @@ fn import(conn: &Connection, t: &Tenant, rows: &OwnerRows) -> Outcome<ImportOutc
             s.created_at.timestamp_micros(),
             now
         ])?;
-        let owner = conn
-            .prepare_cached(sql::SESSION_OWNER)?
-            .query_row(params![s.id], super::tenant_of)?;
-        if owner != *t {
-            return Ok(ImportOutcome::Conflict(format!(
-                "session {} belongs to another owner",
-                s.id
-            )));
-        }
+        // Another owner's session of the same id is another session: no conflict.
         conn.prepare_cached(sql::RAISE_LAST_SEQ)?
-            .execute(params![s.id, s.last_seq, now])?;
-        conn.prepare_cached(sql::ADVANCE_CURSOR)?
-            .execute(params![EXTRACT_CONSUMER, s.id, s.extracted_through, now])?;
+            .execute(params![s.id, t.team, t.agent, t.user, s.last_seq, now])?;
+        conn.prepare_cached(sql::ADVANCE_CURSOR)?.execute(params![
+            s.id,
+            t.team,
+            t.agent,
+            t.user,
+            EXTRACT_CONSUMER,
+            s.extracted_through,
+            now
+        ])?;
     }
     count("session", new_sessions);
 

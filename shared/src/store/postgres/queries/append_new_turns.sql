@@ -1,15 +1,11 @@
 -- Appends turns that carry no client id, in one statement: claims the next `n` seqs of the
 -- session (creating it for this tenant if absent) and inserts the turns under them. The
 -- session's row lock, taken by the claim, serializes appends to one session until commit.
--- A session owned by another tenant is neither updated nor returned, so nothing is inserted.
 WITH claimed AS (
     INSERT INTO sessions (session_id, team_id, agent_id, user_id, last_seq)
     VALUES ($1, $2, $3, $4, cardinality($5::uuid[]))
-    ON CONFLICT (session_id) DO UPDATE
+    ON CONFLICT (team_id, agent_id, user_id, session_id) DO UPDATE
     SET last_seq = sessions.last_seq + cardinality($5::uuid[]), updated_at = now()
-    WHERE sessions.team_id = excluded.team_id
-      AND sessions.agent_id = excluded.agent_id
-      AND sessions.user_id = excluded.user_id
     RETURNING last_seq - cardinality($5::uuid[]) AS base_seq
 )
 INSERT INTO messages

@@ -1,7 +1,9 @@
 SELECT s.session_id, s.team_id, s.agent_id, s.user_id, s.last_seq,
        COALESCE(c.seq, 0) AS cursor_seq
 FROM sessions s
-LEFT JOIN cursors c ON c.consumer = $1 AND c.session_id = s.session_id
+LEFT JOIN cursors c ON c.consumer = $1
+    AND c.team_id = s.team_id AND c.agent_id = s.agent_id AND c.user_id = s.user_id
+    AND c.session_id = s.session_id
 WHERE s.last_seq > COALESCE(c.seq, 0)
 ORDER BY s.updated_at, s.session_id
 LIMIT $2

@@ -13,7 +13,7 @@ WHERE s.session_id = $1
   AND s.team_id = $2
   AND s.agent_id = $3
   AND s.user_id = $4
-ON CONFLICT (session_id) DO UPDATE
+ON CONFLICT (team_id, agent_id, user_id, session_id) DO UPDATE
 SET status = 'pending',
     attempts = CASE WHEN $7 THEN 0 ELSE c.attempts END,
     requested_at = excluded.requested_at,

@@ -6,7 +6,7 @@ LEFT JOIN LATERAL (
     SELECT id, session_id, team_id, agent_id, user_id, seq, role, content, metadata, client_id,
            created_at, task
     FROM messages
-    WHERE messages.session_id = s.session_id
+    WHERE messages.session_id = $1
       AND messages.team_id = $2
       AND messages.agent_id = $3
       AND messages.user_id = $4
