@@ -65,6 +65,7 @@ use crate::store::{Backlog, StoreError, TranscriptStore, INDEX_CONSUMER};
 // Poison is ignored: each change to the rounds is one insertion or assignment, and a runner
 // that panics frees its round through `Runner`'s drop.
 use crate::sync::lock;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexerError {
@@ -591,8 +592,13 @@ impl Indexer {
     /// Indexes every session with a backlog; returns how many turns it indexed. Run at start
     /// and periodically, so a lost event only delays indexing.
     pub async fn sweep(&self) -> Result<usize, IndexerError> {
+        self.sweep_until(&CancellationToken::new()).await
+    }
+
+    /// `sweep`, reading no further page once `stop` is cancelled.
+    pub async fn sweep_until(&self, stop: &CancellationToken) -> Result<usize, IndexerError> {
         let mut total = 0;
-        loop {
+        while !stop.is_cancelled() {
             let backlog = self.store.backlog(INDEX_CONSUMER, SWEEP_PAGE).await?;
             if backlog.is_empty() {
                 break;

@@ -48,8 +48,10 @@ pub trait Handler: Send + Sync + 'static {
     fn kind(&self) -> WorkerKind;
     /// Resolves once every side effect is durable.
     async fn handle(&self, event: &Event) -> Result<(), HandlerError>;
-    /// Processes whatever work is pending without an event; returns how many items it did.
-    async fn sweep(&self) -> Result<usize, HandlerError>;
+    /// Processes whatever work is pending without an event, item by item, until there is none
+    /// or `stop` is cancelled (a shutdown: the item in hand is finished, no other is taken);
+    /// returns how many items it did.
+    async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError>;
 }
 
 /// The L0 index worker's handler.
@@ -94,8 +96,8 @@ impl Handler for IndexHandler {
         }
     }
 
-    async fn sweep(&self) -> Result<usize, HandlerError> {
-        Ok(self.0.sweep().await?)
+    async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError> {
+        Ok(self.0.sweep_until(stop).await?)
     }
 }
 
@@ -158,8 +160,8 @@ impl Handler for ExtractHandler {
         }
     }
 
-    async fn sweep(&self) -> Result<usize, HandlerError> {
-        Ok(self.0.sweep().await?)
+    async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError> {
+        Ok(self.0.sweep_until(stop).await?)
     }
 }
 
@@ -284,11 +286,12 @@ pub async fn run_consumer(
                 if sweeping.as_ref().is_none_or(|h| h.is_finished()) {
                     let handler = Arc::clone(&handler);
                     let bus = Arc::clone(&bus);
+                    let stop = shutdown.clone();
                     sweeping = Some(tokio::spawn(async move {
                         // Every process that consumes a queue keeps its gauges fresh, whether or
                         // not an API process is scraped.
                         crate::ops::sample_queues(&*bus, &[handler.kind()]).await;
-                        match handler.sweep().await {
+                        match handler.sweep(&stop).await {
                             Ok(0) => {}
                             Ok(n) => tracing::info!(worker = handler.kind().as_str(), items = n, "sweep processed backlog"),
                             Err(e) => tracing::warn!(worker = handler.kind().as_str(), error = %error_chain(&e), "sweep failed"),
@@ -321,6 +324,7 @@ pub async fn run_consumer(
         // A sweep runs work as a delivery does (a compaction job, a scene run, an extraction
         // batch), under a lease: aborted, what it holds stays claimed until the lease runs out
         // and is done again by the next process. Found by the chaos scenario rolling-restart.
+        // It takes no new item once the shutdown began, so this waits for one item at most.
         tracing::info!(worker, "waiting for the sweep in progress");
         tokio::select! {
             _ = &mut sweep => {}

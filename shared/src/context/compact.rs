@@ -38,6 +38,7 @@ use crate::metrics;
 use crate::runtime::{error_chain, Handler, HandlerError};
 use crate::store::compaction::{Claim, CompactionRequest, CompactionStore, RequestOutcome, StoredSummary, WindowQuery};
 use crate::store::{StoreError, TranscriptStore};
+use tokio_util::sync::CancellationToken;
 
 /// Jobs one sweep runs at most; the next sweep takes the rest.
 const SWEEP_BATCH: u32 = 100;
@@ -243,12 +244,21 @@ impl Compactor {
     /// Runs every job that is due (lost events, expired leases, failed jobs due for retry);
     /// returns how many it ran.
     pub async fn sweep(&self) -> Result<usize, CompactError> {
+        self.sweep_until(&CancellationToken::new()).await
+    }
+
+    /// `sweep`, taking no further job once `stop` is cancelled: the jobs left stay unclaimed,
+    /// for the next process to take at once rather than after a lease.
+    pub async fn sweep_until(&self, stop: &CancellationToken) -> Result<usize, CompactError> {
         let due = self
             .compactions
             .due_compactions(Utc::now(), self.settings.max_attempts, SWEEP_BATCH)
             .await?;
         let mut ran = 0;
         for job in due {
+            if stop.is_cancelled() {
+                break;
+            }
             match self.run(&job.tenant, &job.session_id).await? {
                 JobOutcome::Skipped => {}
                 JobOutcome::Compacted { .. } | JobOutcome::NothingNew | JobOutcome::Failed | JobOutcome::LeaseLost => {
@@ -469,8 +479,8 @@ impl Handler for CompactHandler {
         }
     }
 
-    async fn sweep(&self) -> Result<usize, HandlerError> {
-        Ok(self.0.sweep().await?)
+    async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError> {
+        Ok(self.0.sweep_until(stop).await?)
     }
 }
 

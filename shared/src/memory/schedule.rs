@@ -29,6 +29,8 @@ use crate::store::TranscriptStore;
 
 use std::sync::Arc;
 
+use tokio_util::sync::CancellationToken;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleSettings {
     /// Turns between two batches after the warm-up.
@@ -284,16 +286,27 @@ impl Scheduler {
     /// looks at every session with pending turns (an event may have been lost). Returns how
     /// many batches ran.
     pub async fn sweep(&self) -> Result<usize, PipelineError> {
+        self.sweep_until(&CancellationToken::new()).await
+    }
+
+    /// `sweep`, polling no further session once `stop` is cancelled.
+    pub async fn sweep_until(&self, stop: &CancellationToken) -> Result<usize, PipelineError> {
         self.indexer.drain().await?;
         let memories = Arc::clone(self.pipeline.memories());
         let mut batches = 0;
         for due in memories.due_sessions(Utc::now(), SWEEP_PAGE).await? {
+            if stop.is_cancelled() {
+                return Ok(batches);
+            }
             batches += self
                 .poll(&SessionKey::new(due.tenant, due.session_id), Trigger::Check)
                 .await?;
         }
         let backlog = self.turns.backlog(EXTRACT_CONSUMER, SWEEP_PAGE).await?;
         for session in &backlog {
+            if stop.is_cancelled() {
+                return Ok(batches);
+            }
             batches += self.poll(&session.key(), Trigger::Check).await?;
         }
         match self.turns.lag(EXTRACT_CONSUMER).await {

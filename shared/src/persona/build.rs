@@ -41,6 +41,7 @@ use crate::scene::paths;
 use crate::store::memory::{MemoryFilter, MemoryStore};
 use crate::store::scene::{ArtifactProvenance, PersonaCommit, PersonaRow, SceneStore, LAYER_L3};
 use crate::store::StoreError;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PersonaSettings {
@@ -451,6 +452,11 @@ impl PersonaBuilder {
 
     /// The safety net: evaluates the next page of owners (self-heal, thresholds, lost events).
     pub async fn sweep(&self) -> Result<usize, PersonaError> {
+        self.sweep_until(&CancellationToken::new()).await
+    }
+
+    /// `sweep`, taking no further owner once `stop` is cancelled.
+    pub async fn sweep_until(&self, stop: &CancellationToken) -> Result<usize, PersonaError> {
         let mut after = self.sweep_after.lock().await;
         let owners = self.scenes.layer_owners(after.as_ref(), SWEEP_PAGE).await?;
         *after = if owners.len() < SWEEP_PAGE as usize {
@@ -461,6 +467,9 @@ impl PersonaBuilder {
         drop(after);
         let mut built = 0;
         for tenant in owners {
+            if stop.is_cancelled() {
+                break;
+            }
             match self.check(&tenant).await {
                 Ok(BuildOutcome::Built { .. }) => built += 1,
                 Ok(_) => {}
@@ -507,8 +516,8 @@ impl Handler for PersonaHandler {
         }
     }
 
-    async fn sweep(&self) -> Result<usize, HandlerError> {
-        Ok(self.0.sweep().await?)
+    async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError> {
+        Ok(self.0.sweep_until(stop).await?)
     }
 }
 

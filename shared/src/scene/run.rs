@@ -38,6 +38,7 @@ use crate::runtime::{error_chain, Handler, HandlerError};
 use crate::store::memory::{MemoryCursor, MemoryFilter, MemoryStore};
 use crate::store::scene::{ArtifactProvenance, Lease, SceneRow, SceneRunCommit, SceneSchedule, SceneStore, LAYER_L2};
 use crate::store::StoreError;
+use tokio_util::sync::CancellationToken;
 
 /// How scene runs behave; see the configuration table of `helm/README.md`.
 #[derive(Debug, Clone, PartialEq)]
@@ -689,6 +690,11 @@ impl SceneRunner {
     /// after their batch failed), then runs every owner whose timer is due (a wake-up may
     /// have been lost).
     pub async fn sweep(&self) -> Result<usize, SceneError> {
+        self.sweep_until(&CancellationToken::new()).await
+    }
+
+    /// `sweep`, taking no further owner once `stop` is cancelled.
+    pub async fn sweep_until(&self, stop: &CancellationToken) -> Result<usize, SceneError> {
         let clock = self.clock();
         for tenant in self.scenes.unscheduled_scene_owners(Utc::now(), SWEEP_PAGE).await? {
             tracing::warn!(team = %tenant.team, agent = %tenant.agent, user = %tenant.user, "memories without a scheduled scene run; scheduling one");
@@ -697,6 +703,9 @@ impl SceneRunner {
         }
         let mut runs = 0;
         for tenant in self.scenes.due_scene_owners(Utc::now(), SWEEP_PAGE).await? {
+            if stop.is_cancelled() {
+                break;
+            }
             match self.run(&tenant).await {
                 Ok(RunOutcome::Edited { .. }) => runs += 1,
                 Ok(_) => {}
@@ -747,8 +756,8 @@ impl Handler for SceneHandler {
         }
     }
 
-    async fn sweep(&self) -> Result<usize, HandlerError> {
-        Ok(self.0.sweep().await?)
+    async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError> {
+        Ok(self.0.sweep_until(stop).await?)
     }
 }
 

@@ -162,21 +162,34 @@ async fn the_compact_worker_refuses_the_embedded_deployment() {
 /// A job the sweep holds when SIGTERM comes is work the process holds, like a delivery's: the
 /// drain finishes it (the model answers well within the drain deadline) rather than leaving it
 /// claimed, for the next worker to wait out its lease and summarize it again. The worker
-/// listens on a queue of its own, so that only its sweep finds the job. Found by the chaos
+/// listens on a queue of its own, so that only its sweep finds the jobs. Found by the chaos
 /// scenario `rolling-restart` ("a graceful stop leaves no lease held", now and then there):
-/// `run_consumer` aborts the sweep's task on shutdown instead of letting it finish what it
-/// claimed. It fails until that is fixed.
+/// `run_consumer` aborted the sweep's task on shutdown instead of letting it finish what it
+/// claimed.
+///
+/// The sweep takes no other job once the stop began: the second job due stays unclaimed, for
+/// the next process to take at once, instead of holding the drain for another model call (and
+/// being left claimed when that outlasts the deadline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_while_the_sweep_holds_a_job_finishes_it() {
+async fn sigterm_while_the_sweep_holds_a_job_finishes_it_and_takes_no_other() {
     let app = TestApp::start(Mode::Cluster).await;
     let t = tenant();
-    let session = "swept-at-sigterm";
-    app.append_ok(&t, session, json!(mixed_session::turns(21, 30))).await;
+    let (held, left) = ("swept-at-sigterm", "left-at-sigterm");
+    for session in [held, left] {
+        app.append_ok(&t, session, json!(mixed_session::turns(21, 30))).await;
+        let response = app
+            .req(Method::POST, &format!("/v1/sessions/{session}/compact"), &t)
+            .send()
+            .await
+            .expect("compact");
+        assert_eq!(response.status(), 202);
+    }
 
     let fake = FakeOpenAi::start(8).await;
     fake.set_latency(Duration::from_secs(1));
     let summary = json!({"decisions": ["keep the summary short"], "todos": ["check the drain"]});
     fake.set_chat_responder(move |_| Some(summary.to_string()));
+    // Both jobs are due before the worker starts, so its first sweep finds both, oldest first.
     let (worker, _) = spawn(
         &app,
         &[
@@ -189,12 +202,6 @@ async fn sigterm_while_the_sweep_holds_a_job_finishes_it() {
         ],
     )
     .await;
-    let response = app
-        .req(Method::POST, &format!("/v1/sessions/{session}/compact"), &t)
-        .send()
-        .await
-        .expect("compact");
-    assert_eq!(response.status(), 202);
     let started = Instant::now();
     while fake.chat().requests() == 0 {
         assert!(
@@ -203,11 +210,17 @@ async fn sigterm_while_the_sweep_holds_a_job_finishes_it() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // The sweep holds the job and waits on the model, which answers in a second.
+    // The sweep holds the first job and waits on the model, which answers in a second.
     sigterm_and_wait(worker).await;
-    let after = state(&app, &t, session).await;
+    let after = state(&app, &t, held).await;
     assert_eq!(
         after["status"], "success",
         "the job the sweep held at SIGTERM was left behind: {after}"
+    );
+    let other = state(&app, &t, left).await;
+    assert_eq!(
+        (&other["status"], &other["attempts"]),
+        (&json!("pending"), &json!(0)),
+        "the sweep took another job after SIGTERM: {other}"
     );
 }

@@ -259,8 +259,8 @@ impl Handler for Recording {
         result
     }
 
-    async fn sweep(&self) -> Result<usize, HandlerError> {
-        self.inner.sweep().await
+    async fn sweep(&self, stop: &tokio_util::sync::CancellationToken) -> Result<usize, HandlerError> {
+        self.inner.sweep(stop).await
     }
 }
 

@@ -43,7 +43,7 @@ impl Handler for Failing {
         }
     }
 
-    async fn sweep(&self) -> Result<usize, HandlerError> {
+    async fn sweep(&self, _stop: &tokio_util::sync::CancellationToken) -> Result<usize, HandlerError> {
         Ok(0)
     }
 }
