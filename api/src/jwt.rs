@@ -196,7 +196,7 @@ impl TokenVerifier {
 
     fn grant(&self, claims: &Map<String, Value>) -> Result<TokenGrant, TokenError> {
         let id = |field: &'static str, claim: &str| -> Result<Option<String>, TokenError> {
-            match claims.get(claim) {
+            match claim_value(claims, claim) {
                 None | Some(Value::Null) => Ok(None),
                 Some(Value::String(value)) => tenant_id(field, Some(value)).map(Some).map_err(|e| {
                     TokenError::NoGrant(format!("the token's claim {claim:?} is not a valid {field} id: {e}"))
@@ -208,7 +208,7 @@ impl TokenVerifier {
         };
         let team = id("team", &self.claims.team)?
             .ok_or_else(|| TokenError::NoGrant(format!("the token names no team (claim {:?})", self.claims.team)))?;
-        let permission = match claims.get(&self.claims.permission) {
+        let permission = match claim_value(claims, &self.claims.permission) {
             None | Some(Value::Null) => self.default_permission,
             Some(value) => highest_permission(value).ok_or_else(|| {
                 TokenError::NoGrant(format!(
@@ -224,6 +224,21 @@ impl TokenVerifier {
             permission,
         })
     }
+}
+
+/// The claim a setting names: the top-level claim of exactly that name (a namespaced claim such
+/// as `https://example.com/team` holds dots), else the dotted path into nested objects
+/// (Keycloak's roles are `realm_access.roles`).
+fn claim_value<'a>(claims: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    if let Some(value) = claims.get(name) {
+        return Some(value);
+    }
+    let mut path = name.split('.');
+    let mut value = claims.get(path.next()?)?;
+    for step in path {
+        value = value.as_object()?.get(step)?;
+    }
+    Some(value)
 }
 
 /// Why the library refused a token, in words a caller can act on.
@@ -495,6 +510,11 @@ mod tests {
     use super::*;
 
     fn verifier() -> TokenVerifier {
+        verifier_with(["team", "agent", "user", "scope"])
+    }
+
+    /// A verifier whose team, agent, user and permission claims are these.
+    fn verifier_with([team, agent, user, permission]: [&str; 4]) -> TokenVerifier {
         let dir = std::env::temp_dir().join(format!("sediment-jwt-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("jwks.json");
@@ -512,10 +532,10 @@ mod tests {
             refresh: Duration::from_secs(300),
             issuer: None,
             audience: None,
-            team_claim: "team".into(),
-            agent_claim: "agent".into(),
-            user_claim: "user".into(),
-            permission_claim: "scope".into(),
+            team_claim: team.into(),
+            agent_claim: agent.into(),
+            user_claim: user.into(),
+            permission_claim: permission.into(),
             default_permission: Permission::Write,
         })
         .expect("a usable JWKS");
@@ -590,6 +610,38 @@ mod tests {
                 "{refused}"
             );
         }
+    }
+
+    #[test]
+    fn claims_may_be_namespaced_or_nested() {
+        let verifier = verifier_with(["https://example.com/team", "org.agent", "sub", "realm_access.roles"]);
+        let grant = |claims: Value| verifier.grant(claims.as_object().unwrap());
+        let keycloak = json!({
+            "https://example.com/team": "acme",
+            "org": { "agent": "bot" },
+            "sub": "ann",
+            "realm_access": { "roles": ["offline_access", "sediment:read"] },
+        });
+        assert_eq!(
+            grant(keycloak),
+            Ok(TokenGrant {
+                team: "acme".into(),
+                agent: Some("bot".into()),
+                user: Some("ann".into()),
+                permission: Permission::Read,
+            })
+        );
+        // A top-level claim of the exact name wins over a path.
+        let both = json!({ "https://example.com/team": "acme", "org.agent": "flat", "org": { "agent": "nested" } });
+        assert_eq!(grant(both).unwrap().agent.as_deref(), Some("flat"));
+        // A path through something that is not an object names nothing.
+        let through = json!({ "https://example.com/team": "acme", "org": "bot", "realm_access": ["admin"] });
+        let granted = grant(through).unwrap();
+        assert_eq!((granted.agent, granted.permission), (None, Permission::Write));
+        assert!(matches!(
+            grant(json!({ "https": { "//example": { "com/team": "acme" } } })),
+            Err(TokenError::NoGrant(_))
+        ));
     }
 
     #[tokio::test]

@@ -549,6 +549,45 @@ async fn a_token_without_kid_is_checked_against_the_only_key_of_its_algorithm() 
     }
 }
 
+/// Claims named by a namespaced name (Auth0's `https://…/team`) or by a path into nested objects
+/// (Keycloak's `realm_access.roles`) make the grant end to end: the roles decide what the
+/// token may do.
+#[tokio::test]
+async fn namespaced_and_nested_claims_make_the_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jwks.json");
+    std::fs::write(&file, jwks(&[&RSA]).to_string()).unwrap();
+    let mut app = app_with(
+        Mode::Embedded,
+        vec![
+            ("AUTH_JWKS_FILE", path(&file).to_owned()),
+            ("AUTH_JWT_TEAM_CLAIM", "https://sediment.example/team".to_owned()),
+            ("AUTH_JWT_PERMISSION_CLAIM", "realm_access.roles".to_owned()),
+        ],
+    )
+    .await;
+    let t = tenant();
+    let token = |roles: Value| {
+        let claims = json!({
+            "exp": now() + 600,
+            "https://sediment.example/team": t.team,
+            "realm_access": { "roles": roles },
+        });
+        sign(&RSA, &claims)
+    };
+    let messages = "/v1/sessions/s1/messages";
+    let reader = token(json!(["offline_access", "sediment:read"]));
+    let (status, body) = send(as_agent(call(&app, Method::GET, "/v1/memories", &reader), &t)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) =
+        send(as_agent(call(&app, Method::POST, messages, &reader), &t).json(&append("read only"))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "a read role cannot append: {body}");
+    let writer = token(json!(["sediment:write"]));
+    let (status, body) = send(as_agent(call(&app, Method::POST, messages, &writer), &t).json(&append("written"))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    app.stop().await;
+}
+
 /// Starts the embedded API on `addr` with `AUTH_JWKS_FILE` and no other auth setting; returns
 /// the start error, or `None` when it started (and was stopped again).
 async fn start_with_jwks(file: &Path, addr: &str) -> Option<String> {
