@@ -133,50 +133,12 @@ pub(super) async fn worker_kill(bin: &Path, report: &mut Report) {
     let amqp = broker.settings();
     let dir = tempfile::tempdir().expect("make the scenario's directory");
     let log = dir.path().join("server.log");
-    let mut env = cluster_env(&db.url, &amqp.url, &amqp.prefix, dir.path());
-    env.extend(layer_env());
-    // A job whose worker died is taken again once its lease is over: 5 s rather than 2 min,
-    // and the summarizer's timeout below it, as the settings require.
-    env.extend([
-        ("COMPACTION_LEASE_MS", "5000".into()),
-        ("COMPACTION_TIMEOUT_MS", "4000".into()),
-    ]);
-    let model = FakeOpenAi::start(8).await;
-    model.set_latency(SUMMARY_LATENCY);
-    let summary = summary_answer().to_string();
-    model.set_chat_responder(move |_| Some(summary.clone()));
-    let mut compact_env = env.clone();
-    compact_env.extend([("LLM_URL", model.base_url()), ("LLM_MODEL", "chaos-summarizer".into())]);
+    let env = scenario_env(&db.url, &amqp.url, &amqp.prefix, dir.path());
+    let (model, compact_env) = summarizer(&env).await;
 
     let port = free_port();
     let (mut server, _) = ApiProcess::start_at(bin, port, &env, &log).await;
-    let layers = bin.with_file_name("sediment-test-layers");
-    let mut workers = vec![
-        Worker::start(
-            Kind::Scene,
-            layers.clone(),
-            &["scene"],
-            env.clone(),
-            dir.path().join("scene.log"),
-        )
-        .await,
-        Worker::start(
-            Kind::Persona,
-            layers,
-            &["persona"],
-            env.clone(),
-            dir.path().join("persona.log"),
-        )
-        .await,
-        Worker::start(
-            Kind::Compact,
-            bin.with_file_name("sediment-test-compact"),
-            &[],
-            compact_env,
-            dir.path().join("compact.log"),
-        )
-        .await,
-    ];
+    let mut workers = start_workers(bin, &env, compact_env, dir.path()).await;
     let pg = db.client().await;
     let stop_sampler = Arc::new(AtomicBool::new(false));
     let sampler = sample_leases(db.client().await, stop_sampler.clone());
@@ -328,6 +290,72 @@ pub(super) async fn worker_kill(bin: &Path, report: &mut Report) {
     }
     broker.cleanup().await;
     keep_log_tail(report, &log);
+}
+
+/// The settings of the API and of every worker process: the cluster's and the layers', and a
+/// compaction lease of 5 s rather than 2 min (the summarizer's timeout below it, as the
+/// settings require), so that a job whose worker died is taken again soon.
+pub(super) fn scenario_env(
+    database_url: &str,
+    amqp_url: &str,
+    amqp_prefix: &str,
+    dir: &Path,
+) -> Vec<(&'static str, String)> {
+    let mut env = cluster_env(database_url, amqp_url, amqp_prefix, dir);
+    env.extend(layer_env());
+    env.extend([
+        ("COMPACTION_LEASE_MS", "5000".into()),
+        ("COMPACTION_TIMEOUT_MS", "4000".into()),
+    ]);
+    env
+}
+
+/// The compaction model, answering [`summary_answer`] after [`SUMMARY_LATENCY`], and the
+/// compact worker's settings: `env` and the model's.
+pub(super) async fn summarizer(env: &[(&'static str, String)]) -> (FakeOpenAi, Vec<(&'static str, String)>) {
+    let model = FakeOpenAi::start(8).await;
+    model.set_latency(SUMMARY_LATENCY);
+    let summary = summary_answer().to_string();
+    model.set_chat_responder(move |_| Some(summary.clone()));
+    let mut compact_env = env.to_vec();
+    compact_env.extend([("LLM_URL", model.base_url()), ("LLM_MODEL", "chaos-summarizer".into())]);
+    (model, compact_env)
+}
+
+/// The scene, persona and compact workers, a process each, logging into `dir`.
+pub(super) async fn start_workers(
+    bin: &Path,
+    env: &[(&'static str, String)],
+    compact_env: Vec<(&'static str, String)>,
+    dir: &Path,
+) -> Vec<Worker> {
+    let layers = bin.with_file_name("sediment-test-layers");
+    vec![
+        Worker::start(
+            Kind::Scene,
+            layers.clone(),
+            &["scene"],
+            env.to_vec(),
+            dir.join("scene.log"),
+        )
+        .await,
+        Worker::start(
+            Kind::Persona,
+            layers,
+            &["persona"],
+            env.to_vec(),
+            dir.join("persona.log"),
+        )
+        .await,
+        Worker::start(
+            Kind::Compact,
+            bin.with_file_name("sediment-test-compact"),
+            &[],
+            compact_env,
+            dir.join("compact.log"),
+        )
+        .await,
+    ]
 }
 
 pub(super) fn worker(workers: &mut [Worker], kind: Kind) -> &mut Worker {

@@ -23,12 +23,9 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::kill::{self, Kind, Worker};
 use super::load::{self, Outcome, Plan, Read, Sent, Tally};
-use super::{
-    check_layers_built, cluster_env, examples, keep_log_tail, layer_env, verify, Form, Recovery, Report, LIVENESS,
-};
+use super::{check_layers_built, examples, keep_log_tail, verify, Form, Recovery, Report, LIVENESS};
 use crate::amqp::TestBroker;
 use crate::app::TenantHeaders as _;
-use crate::fake_openai::FakeOpenAi;
 use crate::pg::TestDb;
 use crate::process::{free_port, metric_sum, ApiProcess, Stopped, WorkerProcess};
 use crate::rng::Rng;
@@ -113,39 +110,15 @@ pub(super) async fn rolling_restart(bin: &Path, report: &mut Report) {
     let amqp = broker.settings();
     let dir = tempfile::tempdir().expect("make the scenario's directory");
     let log = dir.path().join("server.log");
-    let mut env = cluster_env(&db.url, &amqp.url, &amqp.prefix, dir.path());
-    env.extend(layer_env());
-    env.extend([
-        ("SHUTDOWN_DEADLINE_MS", DRAIN.as_millis().to_string()),
-        // As in `worker-kill`: a job whose worker died would be taken again after 5 s, not
-        // 2 min; here none should need to be.
-        ("COMPACTION_LEASE_MS", "5000".into()),
-        ("COMPACTION_TIMEOUT_MS", "4000".into()),
-    ]);
-    let model = FakeOpenAi::start(8).await;
-    model.set_latency(kill::SUMMARY_LATENCY);
-    let summary = kill::summary_answer().to_string();
-    model.set_chat_responder(move |_| Some(summary.clone()));
-    let mut compact_env = env.clone();
-    compact_env.extend([("LLM_URL", model.base_url()), ("LLM_MODEL", "chaos-summarizer".into())]);
+    // As in `worker-kill`, a job whose worker died would be taken again after 5 s; here none
+    // should need to be.
+    let mut env = kill::scenario_env(&db.url, &amqp.url, &amqp.prefix, dir.path());
+    env.push(("SHUTDOWN_DEADLINE_MS", DRAIN.as_millis().to_string()));
+    let (model, compact_env) = kill::summarizer(&env).await;
 
     let port = free_port();
     let (mut server, _) = ApiProcess::start_at(bin, port, &env, &log).await;
-    let layers = bin.with_file_name("sediment-test-layers");
-    let scene_log = dir.path().join("scene.log");
-    let persona_log = dir.path().join("persona.log");
-    let mut workers = vec![
-        Worker::start(Kind::Scene, layers.clone(), &["scene"], env.clone(), scene_log).await,
-        Worker::start(Kind::Persona, layers, &["persona"], env.clone(), persona_log).await,
-        Worker::start(
-            Kind::Compact,
-            bin.with_file_name("sediment-test-compact"),
-            &[],
-            compact_env,
-            dir.path().join("compact.log"),
-        )
-        .await,
-    ];
+    let mut workers = kill::start_workers(bin, &env, compact_env, dir.path()).await;
     let pg = db.client().await;
 
     let tenant = crate::app::tenant();

@@ -59,6 +59,15 @@ async fn spawn(app: &TestApp, extra: &[(&str, String)]) -> (Child, String) {
     (child, base)
 }
 
+/// Waits up to 10 s for the model's first call; panics with `never` when none comes.
+async fn first_model_call(fake: &FakeOpenAi, never: &str) {
+    let started = Instant::now();
+    while fake.chat().requests() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "{never}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn state(app: &TestApp, t: &shared::domain::Tenant, session: &str) -> Value {
     app.req(Method::GET, &format!("/v1/sessions/{session}/compaction"), t)
         .send()
@@ -93,14 +102,7 @@ async fn a_worker_killed_mid_job_is_replaced_after_its_lease_and_sigterm_drains(
         .await
         .expect("compact");
     assert_eq!(response.status(), 202);
-    let started = Instant::now();
-    while fake.chat().requests() == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "worker A never called the LLM"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    first_model_call(&fake, "worker A never called the LLM").await;
     // A holds the job and waits on the model: kill it there.
     a.kill().await.expect("SIGKILL worker A");
     let killed_at = Instant::now();
@@ -202,14 +204,7 @@ async fn sigterm_while_the_sweep_holds_a_job_finishes_it_and_takes_no_other() {
         ],
     )
     .await;
-    let started = Instant::now();
-    while fake.chat().requests() == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the sweep never took the job"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    first_model_call(&fake, "the sweep never took the job").await;
     // The sweep holds the first job and waits on the model, which answers in a second.
     sigterm_and_wait(worker).await;
     let after = state(&app, &t, held).await;
