@@ -591,12 +591,9 @@ impl Indexer {
 
     /// Indexes every session with a backlog; returns how many turns it indexed. Run at start
     /// and periodically, so a lost event only delays indexing.
-    pub async fn sweep(&self) -> Result<usize, IndexerError> {
-        self.sweep_until(&CancellationToken::new()).await
-    }
-
-    /// `sweep`, reading no further page once `stop` is cancelled.
-    pub async fn sweep_until(&self, stop: &CancellationToken) -> Result<usize, IndexerError> {
+    ///
+    /// Reads no further page once `stop` is cancelled.
+    pub async fn sweep(&self, stop: &CancellationToken) -> Result<usize, IndexerError> {
         let mut total = 0;
         while !stop.is_cancelled() {
             let backlog = self.store.backlog(INDEX_CONSUMER, SWEEP_PAGE).await?;

@@ -97,7 +97,7 @@ impl Handler for IndexHandler {
     }
 
     async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError> {
-        Ok(self.0.sweep_until(stop).await?)
+        Ok(self.0.sweep(stop).await?)
     }
 }
 
@@ -161,7 +161,7 @@ impl Handler for ExtractHandler {
     }
 
     async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError> {
-        Ok(self.0.sweep_until(stop).await?)
+        Ok(self.0.sweep(stop).await?)
     }
 }
 

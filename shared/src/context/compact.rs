@@ -243,13 +243,10 @@ impl Compactor {
 
     /// Runs every job that is due (lost events, expired leases, failed jobs due for retry);
     /// returns how many it ran.
-    pub async fn sweep(&self) -> Result<usize, CompactError> {
-        self.sweep_until(&CancellationToken::new()).await
-    }
-
-    /// `sweep`, taking no further job once `stop` is cancelled: the jobs left stay unclaimed,
+    ///
+    /// Takes no further job once `stop` is cancelled: the jobs left stay unclaimed,
     /// for the next process to take at once rather than after a lease.
-    pub async fn sweep_until(&self, stop: &CancellationToken) -> Result<usize, CompactError> {
+    pub async fn sweep(&self, stop: &CancellationToken) -> Result<usize, CompactError> {
         let due = self
             .compactions
             .due_compactions(Utc::now(), self.settings.max_attempts, SWEEP_BATCH)
@@ -480,7 +477,7 @@ impl Handler for CompactHandler {
     }
 
     async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError> {
-        Ok(self.0.sweep_until(stop).await?)
+        Ok(self.0.sweep(stop).await?)
     }
 }
 

@@ -285,12 +285,9 @@ impl Scheduler {
     /// The safety net: applies the memory outbox, flushes sessions whose idle time is due and
     /// looks at every session with pending turns (an event may have been lost). Returns how
     /// many batches ran.
-    pub async fn sweep(&self) -> Result<usize, PipelineError> {
-        self.sweep_until(&CancellationToken::new()).await
-    }
-
-    /// `sweep`, polling no further session once `stop` is cancelled.
-    pub async fn sweep_until(&self, stop: &CancellationToken) -> Result<usize, PipelineError> {
+    ///
+    /// Polls no further session once `stop` is cancelled.
+    pub async fn sweep(&self, stop: &CancellationToken) -> Result<usize, PipelineError> {
         self.indexer.drain().await?;
         let memories = Arc::clone(self.pipeline.memories());
         let mut batches = 0;
@@ -298,9 +295,7 @@ impl Scheduler {
             if stop.is_cancelled() {
                 return Ok(batches);
             }
-            batches += self
-                .poll(&SessionKey::new(due.tenant, due.session_id), Trigger::Check)
-                .await?;
+            batches += self.poll(&due, Trigger::Check).await?;
         }
         let backlog = self.turns.backlog(EXTRACT_CONSUMER, SWEEP_PAGE).await?;
         for session in &backlog {

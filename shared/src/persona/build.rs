@@ -451,12 +451,9 @@ impl PersonaBuilder {
     }
 
     /// The safety net: evaluates the next page of owners (self-heal, thresholds, lost events).
-    pub async fn sweep(&self) -> Result<usize, PersonaError> {
-        self.sweep_until(&CancellationToken::new()).await
-    }
-
-    /// `sweep`, taking no further owner once `stop` is cancelled.
-    pub async fn sweep_until(&self, stop: &CancellationToken) -> Result<usize, PersonaError> {
+    ///
+    /// Takes no further owner once `stop` is cancelled.
+    pub async fn sweep(&self, stop: &CancellationToken) -> Result<usize, PersonaError> {
         let mut after = self.sweep_after.lock().await;
         let owners = self.scenes.layer_owners(after.as_ref(), SWEEP_PAGE).await?;
         *after = if owners.len() < SWEEP_PAGE as usize {
@@ -517,7 +514,7 @@ impl Handler for PersonaHandler {
     }
 
     async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError> {
-        Ok(self.0.sweep_until(stop).await?)
+        Ok(self.0.sweep(stop).await?)
     }
 }
 

@@ -689,12 +689,9 @@ impl SceneRunner {
     /// The safety net: schedules owners whose memories have no run scheduled (the timer update
     /// after their batch failed), then runs every owner whose timer is due (a wake-up may
     /// have been lost).
-    pub async fn sweep(&self) -> Result<usize, SceneError> {
-        self.sweep_until(&CancellationToken::new()).await
-    }
-
-    /// `sweep`, taking no further owner once `stop` is cancelled.
-    pub async fn sweep_until(&self, stop: &CancellationToken) -> Result<usize, SceneError> {
+    ///
+    /// Takes no further owner once `stop` is cancelled.
+    pub async fn sweep(&self, stop: &CancellationToken) -> Result<usize, SceneError> {
         let clock = self.clock();
         for tenant in self.scenes.unscheduled_scene_owners(Utc::now(), SWEEP_PAGE).await? {
             tracing::warn!(team = %tenant.team, agent = %tenant.agent, user = %tenant.user, "memories without a scheduled scene run; scheduling one");
@@ -757,7 +754,7 @@ impl Handler for SceneHandler {
     }
 
     async fn sweep(&self, stop: &CancellationToken) -> Result<usize, HandlerError> {
-        Ok(self.0.sweep_until(stop).await?)
+        Ok(self.0.sweep(stop).await?)
     }
 }
 

@@ -106,13 +106,6 @@ pub struct ScheduleState {
     pub idle_due_at: Option<DateTime<Utc>>,
 }
 
-/// A session whose idle flush is due.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DueSession {
-    pub session_id: String,
-    pub tenant: Tenant,
-}
-
 /// Filters of a memory listing; `None` means any.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MemoryFilter {
@@ -220,7 +213,7 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn release_session(&self, session: &SessionKey, owner: Uuid) -> StoreResult<()>;
 
     /// Sessions whose idle due-time is at or before `now`, oldest due first.
-    async fn due_sessions(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSession>>;
+    async fn due_sessions(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<SessionKey>>;
 
     /// The latest `limit` provenance records of failed batches, newest first, across tenants:
     /// for operators (what is failing, and why). Not tenant-scoped.

@@ -235,7 +235,7 @@ async fn a_job_whose_event_was_lost_is_run_by_the_sweep<G>(f: Fixture<G>) {
     // Queued, then the process dies before publishing: no event will ever come.
     assert_eq!(f.request(&t, &s, false).await, RequestOutcome::Queued);
     let compactor = f.compactor(Arc::new(RulesSummarizer));
-    assert_eq!(compactor.sweep().await.expect("sweep"), 1);
+    assert_eq!(compactor.sweep(&CancellationToken::new()).await.expect("sweep"), 1);
     let record = f.record(&t, &s).await;
     assert_eq!(record.status, CompactionStatus::Success);
     let summary = record.summary.expect("a summary");
@@ -257,7 +257,7 @@ async fn a_job_whose_event_was_lost_is_run_by_the_sweep<G>(f: Fixture<G>) {
         .starts_with("Summary of the earlier conversation (turns 1–15, 15 turns)"));
     assert_extractive(&summary.summary, 20);
     assert_eq!(
-        compactor.sweep().await.expect("sweep again"),
+        compactor.sweep(&CancellationToken::new()).await.expect("sweep again"),
         0,
         "nothing is left to do"
     );
@@ -280,7 +280,7 @@ async fn a_worker_dead_after_its_claim_is_replaced_once_the_lease_expires<G>(f: 
         "A's lease holds"
     );
     assert_eq!(
-        compactor.sweep().await.expect("sweep"),
+        compactor.sweep(&CancellationToken::new()).await.expect("sweep"),
         0,
         "not due while A's lease runs"
     );
@@ -289,7 +289,7 @@ async fn a_worker_dead_after_its_claim_is_replaced_once_the_lease_expires<G>(f: 
 
     past_the_lease().await;
     assert_eq!(
-        compactor.sweep().await.expect("sweep"),
+        compactor.sweep(&CancellationToken::new()).await.expect("sweep"),
         1,
         "the expired job is claimed again"
     );
@@ -352,10 +352,18 @@ async fn a_failing_summarizer_fails_the_job_and_the_sweep_retries_it<G>(f: Fixtu
         "{retry_at} vs {before}"
     );
     assert_eq!(record.summary, None);
-    assert_eq!(compactor.sweep().await.expect("sweep"), 0, "not due yet");
+    assert_eq!(
+        compactor.sweep(&CancellationToken::new()).await.expect("sweep"),
+        0,
+        "not due yet"
+    );
 
     tokio::time::sleep(RETRY + Duration::from_millis(100)).await;
-    assert_eq!(compactor.sweep().await.expect("sweep"), 1, "due now");
+    assert_eq!(
+        compactor.sweep(&CancellationToken::new()).await.expect("sweep"),
+        1,
+        "due now"
+    );
     let record = f.record(&t, &s).await;
     assert_eq!(record.status, CompactionStatus::Success);
     assert_eq!(record.error, None, "a success clears the error");
@@ -385,7 +393,11 @@ async fn failing_jobs_stop_at_the_attempt_cap_until_forced<G>(f: Fixture<G>) {
         let retry_at = f.record(&t, &s).await.retry_at.expect("retry time");
         let wait = (retry_at - Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(50);
         tokio::time::sleep(wait).await;
-        assert_eq!(compactor.sweep().await.expect("sweep"), 1, "attempt {attempt} is due");
+        assert_eq!(
+            compactor.sweep(&CancellationToken::new()).await.expect("sweep"),
+            1,
+            "attempt {attempt} is due"
+        );
         assert_eq!(f.record(&t, &s).await.attempts, attempt);
     }
     let record = f.record(&t, &s).await;
@@ -396,7 +408,11 @@ async fn failing_jobs_stop_at_the_attempt_cap_until_forced<G>(f: Fixture<G>) {
             .unwrap_or_default(),
     )
     .await;
-    assert_eq!(compactor.sweep().await.expect("sweep"), 0, "the cap stops the sweep");
+    assert_eq!(
+        compactor.sweep(&CancellationToken::new()).await.expect("sweep"),
+        0,
+        "the cap stops the sweep"
+    );
     assert_eq!(summarizer.calls.load(Ordering::SeqCst), 3);
 
     assert_eq!(

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use integration_tests::app::tenant;
 use integration_tests::fake_openai::{embed_text, FakeOpenAi, Fault};
@@ -108,7 +109,7 @@ async fn a_sweep_publishes_the_lag_page_by_page() {
             .find_map(|l| l.strip_prefix("sediment_index_lag_turns ").map(str::to_owned))
     };
 
-    let sweep = tokio::spawn(async move { indexer.sweep().await.unwrap() });
+    let sweep = tokio::spawn(async move { indexer.sweep(&CancellationToken::new()).await.unwrap() });
     let mut seen = Vec::new();
     while !sweep.is_finished() {
         if let Some(value) = lag() {
@@ -443,7 +444,7 @@ async fn turns_written_but_not_synced_are_indexed_again_after_a_crash() {
     faulty.set_syncs_down(false);
     let after_restart = Indexer::new(store.clone(), faulty.clone(), None, 100);
     assert_eq!(
-        after_restart.sweep().await.unwrap(),
+        after_restart.sweep(&CancellationToken::new()).await.unwrap(),
         7,
         "the sweep finds the unsynced turns"
     );

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use async_trait::async_trait;
 use integration_tests::app::tenant;
@@ -18,8 +19,8 @@ use shared::memory::rules::{RulesExtractor, RulesJudge};
 use shared::memory::schedule::{ScheduleSettings, Scheduler};
 use shared::memory::MemoryStatus;
 use shared::store::memory::{
-    BatchCommit, CommitOutcome, DueSession, MemoryCursor, MemoryFilter, MemoryPatch, MemoryStore, OutboxEntry,
-    ProvenanceRecord, ScheduleState,
+    BatchCommit, CommitOutcome, MemoryCursor, MemoryFilter, MemoryPatch, MemoryStore, OutboxEntry, ProvenanceRecord,
+    ScheduleState,
 };
 use shared::store::{PostgresStore, StoreError, StoreResult, TranscriptStore};
 use uuid::Uuid;
@@ -133,7 +134,7 @@ impl MemoryStore for Crashing {
     async fn release_session(&self, session: &SessionKey, owner: Uuid) -> StoreResult<()> {
         self.inner.release_session(session, owner).await
     }
-    async fn due_sessions(&self, now: chrono::DateTime<chrono::Utc>, limit: u32) -> StoreResult<Vec<DueSession>> {
+    async fn due_sessions(&self, now: chrono::DateTime<chrono::Utc>, limit: u32) -> StoreResult<Vec<SessionKey>> {
         self.inner.due_sessions(now, limit).await
     }
     async fn recent_failures(&self, limit: u32) -> StoreResult<Vec<ProvenanceRecord>> {
@@ -280,13 +281,16 @@ async fn an_index_outage_loses_no_memory() {
         "the index work waits in the outbox"
     );
     assert!(
-        scheduler.sweep().await.is_err(),
+        scheduler.sweep(&CancellationToken::new()).await.is_err(),
         "the sweep fails while the index is down"
     );
 
     f.index.set_reads_down(false);
     f.index.set_writes_down(false);
-    scheduler.sweep().await.expect("sweep after the outage");
+    scheduler
+        .sweep(&CancellationToken::new())
+        .await
+        .expect("sweep after the outage");
     assert_eq!(
         f.index.count(&t, PointKind::Memory).await.unwrap() as usize,
         FACTS.len(),
@@ -326,7 +330,7 @@ async fn a_new_index_gets_every_memory_again() {
     assert!(backends.index.created());
     assert_eq!(backends.index.count(&t, PointKind::Memory).await.unwrap(), 0);
     let scheduler = backends.extract_scheduler(&settings).expect("scheduler");
-    scheduler.sweep().await.expect("sweep");
+    scheduler.sweep(&CancellationToken::new()).await.expect("sweep");
     assert_eq!(
         backends.index.count(&t, PointKind::Memory).await.unwrap(),
         1,

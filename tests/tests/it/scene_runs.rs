@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use async_trait::async_trait;
 use chrono::{SubsecRound as _, Utc};
@@ -720,7 +721,7 @@ async fn lost_timer_update_is_repaired(f: Fixture) {
     // one runs it.
     let mut runs = 0;
     for _ in 0..5 {
-        runs += runner.sweep().await.expect("sweep");
+        runs += runner.sweep(&CancellationToken::new()).await.expect("sweep");
         if runs > 0 {
             break;
         }

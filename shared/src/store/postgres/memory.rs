@@ -12,8 +12,8 @@ use super::{get, pg_error, tenant_of, PostgresStore};
 use crate::domain::{SessionKey, Tenant};
 use crate::memory::{Category, Memory, MemoryStatus, TemplateRef};
 use crate::store::memory::{
-    BatchCommit, CommitOutcome, DueSession, MemoryCursor, MemoryFilter, MemoryPatch, MemoryStore, OutboxEntry,
-    ProvenanceRecord, ScheduleState, EXTRACT_CONSUMER,
+    BatchCommit, CommitOutcome, MemoryCursor, MemoryFilter, MemoryPatch, MemoryStore, OutboxEntry, ProvenanceRecord,
+    ScheduleState, EXTRACT_CONSUMER,
 };
 use crate::store::{StoreError, StoreResult};
 
@@ -567,7 +567,7 @@ impl MemoryStore for PostgresStore {
         Ok(())
     }
 
-    async fn due_sessions(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSession>> {
+    async fn due_sessions(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<SessionKey>> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql::DUE_SESSIONS).await.map_err(pg_error)?;
         let rows = client
@@ -575,12 +575,7 @@ impl MemoryStore for PostgresStore {
             .await
             .map_err(pg_error)?;
         rows.iter()
-            .map(|row| {
-                Ok(DueSession {
-                    session_id: get(row, "session_id")?,
-                    tenant: tenant_of(row)?,
-                })
-            })
+            .map(|row| Ok(SessionKey::new(tenant_of(row)?, get::<String>(row, "session_id")?)))
             .collect()
     }
 

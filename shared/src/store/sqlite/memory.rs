@@ -10,8 +10,8 @@ use super::{collect_rows, json_array, tenant_of, time_of, uuid_of, Failure, Outc
 use crate::domain::{SessionKey, Tenant};
 use crate::memory::{Category, Memory, MemoryStatus};
 use crate::store::memory::{
-    BatchCommit, CommitOutcome, DueSession, MemoryCursor, MemoryFilter, MemoryPatch, MemoryStore, OutboxEntry,
-    ProvenanceRecord, ScheduleState, EXTRACT_CONSUMER,
+    BatchCommit, CommitOutcome, MemoryCursor, MemoryFilter, MemoryPatch, MemoryStore, OutboxEntry, ProvenanceRecord,
+    ScheduleState, EXTRACT_CONSUMER,
 };
 use crate::store::StoreResult;
 
@@ -622,16 +622,13 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
-    async fn due_sessions(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSession>> {
+    async fn due_sessions(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<SessionKey>> {
         self.run(move |conn| {
             let mut stmt = conn.prepare_cached(sql::DUE_SESSIONS)?;
             let mut rows = stmt.query(params![now.timestamp_micros(), i64::from(limit)])?;
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
-                out.push(DueSession {
-                    session_id: row.get("session_id")?,
-                    tenant: tenant_of(row)?,
-                });
+                out.push(SessionKey::new(tenant_of(row)?, row.get::<_, String>("session_id")?));
             }
             Ok(out)
         })
